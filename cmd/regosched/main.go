@@ -1,0 +1,107 @@
+// Command regosched is a kube-scheduler extender whose placement rules are
+// written in Rego. This file only parses flags and wires; see internal/.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/extender"
+	"github.com/regosched/regosched/internal/serve"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = ""
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "regosched:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+const usage = `regosched: a kube-scheduler extender with placement rules in Rego.
+
+Usage:
+  regosched serve [flags]   serve the extender (see regosched serve -h)
+  regosched version         print the version
+`
+
+func run(args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return errors.New("no command given")
+	}
+	switch args[0] {
+	case "serve":
+		return runServe(args[1:])
+	case "version":
+		return json.NewEncoder(os.Stdout).Encode(map[string]string{"version": binaryVersion()})
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return nil
+	default:
+		fmt.Fprint(os.Stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+}
+
+func runServe(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	opts := serve.Options{DefaultPolicy: regosched.DefaultPolicy(), Version: binaryVersion()}
+	fs.StringVar(&opts.Listen, "listen", ":8888", "address to serve the extender API, health and metrics on")
+	fs.StringVar(&opts.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)")
+	fs.StringVar(&opts.PolicyPath, "policy", "", "OPA bundle directory or .tar.gz (default: the embedded policy of rego/)")
+	fs.StringVar(&opts.URLPrefix, "url-prefix", "/scheduler", "path prefix of the extender verbs, as in the scheduler's urlPrefix")
+	fs.Int64Var(&opts.MaxBodyBytes, "max-request-bytes", extender.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
+	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	format := fs.String("log-format", "text", "log format: text or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	}
+
+	logger := logrus.New()
+	lvl, err := logrus.ParseLevel(*level)
+	if err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	logger.SetLevel(lvl)
+	switch *format {
+	case "json":
+		logger.SetFormatter(&logrus.JSONFormatter{})
+	case "text":
+		logger.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	default:
+		return fmt.Errorf("--log-format: want text or json, got %q", *format)
+	}
+	opts.Log = logger
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return serve.Run(ctx, opts)
+}
+
+func binaryVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}

@@ -1,0 +1,110 @@
+package decision
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/regosched/regosched/internal/policy"
+)
+
+// Filter removes the candidate nodes on which the pending pod would break a
+// hard rule. A removed node goes to FailedNodes when every conflicting peer
+// on it has a lower priority than the pod (preemption may help), otherwise to
+// FailedAndUnresolvableNodes. The result echoes the form of the request:
+// NodeNames for NodeNames, Nodes for Nodes.
+func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error) {
+	s, err := d.lookup(ctx, args.Pod)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.peers) == 0 {
+		return passAll(args), nil
+	}
+	conflicts, err := s.policy.Conflicts(ctx, d.input(s))
+	if err != nil {
+		return nil, err
+	}
+	if len(conflicts) == 0 {
+		return passAll(args), nil
+	}
+	byNode := map[string][]policy.Conflict{}
+	for _, c := range conflicts {
+		byNode[c.Node] = append(byNode[c.Node], c)
+	}
+	priority := make(map[types.UID]int32, len(s.peers))
+	for _, p := range s.peers {
+		priority[p.UID] = p.Priority
+	}
+
+	result := &extenderv1.ExtenderFilterResult{
+		FailedNodes:                extenderv1.FailedNodesMap{},
+		FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{},
+	}
+	names := candidateNames(args)
+	kept := make([]int, 0, len(names))
+	for i, name := range names {
+		cs, ok := byNode[name]
+		if !ok {
+			kept = append(kept, i)
+			continue
+		}
+		resolvable := true
+		for _, c := range cs {
+			// A peer the policy named but the cache does not hold counts as
+			// unresolvable: preemption could not evict it.
+			prio, known := priority[c.Peer]
+			if !known || prio >= s.pod.Priority {
+				resolvable = false
+			}
+			d.denials.WithLabelValues(c.Rule, strconv.FormatBool(resolvable)).Inc()
+		}
+		reason := joinReasons(cs)
+		if resolvable {
+			result.FailedNodes[name] = reason
+		} else {
+			result.FailedAndUnresolvableNodes[name] = reason
+		}
+	}
+	d.log.WithFields(map[string]any{
+		"pod":          s.pod.Namespace + "/" + s.pod.Name,
+		"candidates":   len(names),
+		"failed":       len(result.FailedNodes),
+		"unresolvable": len(result.FailedAndUnresolvableNodes),
+	}).Debug("filter")
+
+	if args.NodeNames != nil {
+		out := make([]string, len(kept))
+		for j, i := range kept {
+			out[j] = names[i]
+		}
+		result.NodeNames = &out
+	} else if args.Nodes != nil {
+		items := make([]v1.Node, len(kept))
+		for j, i := range kept {
+			items[j] = args.Nodes.Items[i]
+		}
+		result.Nodes = &v1.NodeList{Items: items}
+	}
+	return result, nil
+}
+
+// passAll keeps every candidate.
+func passAll(args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
+	return &extenderv1.ExtenderFilterResult{Nodes: args.Nodes, NodeNames: args.NodeNames}
+}
+
+// joinReasons gives one line per distinct reason, in a stable order.
+func joinReasons(cs []policy.Conflict) string {
+	reasons := make([]string, len(cs))
+	for i, c := range cs {
+		reasons[i] = c.Reason
+	}
+	slices.Sort(reasons)
+	return strings.Join(slices.Compact(reasons), "; ")
+}

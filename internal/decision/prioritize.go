@@ -1,0 +1,86 @@
+package decision
+
+import (
+	"context"
+	"math"
+
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+)
+
+// hostnameKey is the topology key that names a single node; penalties on it
+// match the node name, which is always known even for nodes without labels.
+const hostnameKey = "kubernetes.io/hostname"
+
+// Prioritize scores candidates 0..MaxExtenderPriority: the node with the
+// highest total penalty scores 0, a node with none scores the maximum.
+// Nodes that score 0 are left out of the answer (kube-scheduler scores a
+// missing node 0), and a pod with no peers gets an empty list: no preference.
+func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
+	s, err := d.lookup(ctx, args.Pod)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.peers) == 0 {
+		return extenderv1.HostPriorityList{}, nil
+	}
+	penalties, err := s.policy.Penalties(ctx, d.input(s))
+	if err != nil {
+		return nil, err
+	}
+	// Sum the weights per topology key and value.
+	byKey := map[string]map[string]float64{}
+	for _, p := range penalties {
+		if byKey[p.TopologyKey] == nil {
+			byKey[p.TopologyKey] = map[string]float64{}
+		}
+		byKey[p.TopologyKey][p.Value] += p.Weight
+	}
+	if len(byKey) == 0 {
+		return extenderv1.HostPriorityList{}, nil
+	}
+
+	names := candidateNames(args)
+	totals := make([]float64, len(names))
+	var highest float64
+	for i, name := range names {
+		var labels map[string]string
+		for key, values := range byKey {
+			if key == hostnameKey {
+				totals[i] += values[name]
+				continue
+			}
+			if labels == nil {
+				labels = d.nodeLabels(args, i, name)
+			}
+			if v, ok := labels[key]; ok {
+				totals[i] += values[v]
+			}
+		}
+		highest = math.Max(highest, totals[i])
+	}
+	if highest == 0 {
+		return extenderv1.HostPriorityList{}, nil
+	}
+	out := make(extenderv1.HostPriorityList, 0, len(names))
+	for i, name := range names {
+		score := int64(math.Round(float64(extenderv1.MaxExtenderPriority) * (highest - totals[i]) / highest))
+		if score > 0 {
+			out = append(out, extenderv1.HostPriority{Host: name, Score: score})
+		}
+	}
+	return out, nil
+}
+
+// nodeLabels reads candidate i's labels from the request when it carries
+// full nodes, else from the cache.
+func (d *Decider) nodeLabels(args *extenderv1.ExtenderArgs, i int, name string) map[string]string {
+	if args.NodeNames == nil && args.Nodes != nil {
+		return args.Nodes.Items[i].Labels
+	}
+	labels, _ := d.placements.NodeLabels(name)
+	if labels == nil {
+		// Empty, not nil: look the node up once per request only.
+		labels = map[string]string{}
+	}
+	return labels
+}

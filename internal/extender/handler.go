@@ -1,0 +1,233 @@
+// Package extender is regosched's HTTP API: the kube-scheduler extender verbs
+// under a URL prefix, plus health, readiness, version and metrics endpoints.
+//
+// Wire types come from k8s.io/kube-scheduler/extender/v1. Bodies are limited
+// in size and decoded strictly; every error is a JSON object
+// {"error": "..."} with a status that says whose fault it is (400 malformed,
+// 405 wrong method, 413 too large, 500/503 ours). The scheduler treats any
+// status but 200 as a failed call.
+package extender
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sirupsen/logrus"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+)
+
+// DefaultMaxBodyBytes bounds a request body. A scheduler that is not
+// node-cache-capable sends whole Node objects, several KiB each: 32 MiB
+// holds a few thousand of them.
+const DefaultMaxBodyBytes = 32 << 20
+
+// Decider answers the extender verbs.
+type Decider interface {
+	Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error)
+	Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error)
+}
+
+// Config wires the handler.
+type Config struct {
+	// URLPrefix is the path under which the verbs are served, as in the
+	// scheduler's extender urlPrefix, e.g. "/scheduler".
+	URLPrefix string
+	// MaxBodyBytes bounds request bodies; 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	Decider      Decider
+	// Ready returns nil when decisions can be trusted (caches synced, a
+	// policy active), else why not.
+	Ready func() error
+	// Version returns the document served at /version.
+	Version func() any
+	// Registerer receives the request metrics; Gatherer is served at /metrics.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	Log        logrus.FieldLogger
+}
+
+type handler struct {
+	cfg      Config
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// New returns the HTTP handler of the whole API.
+func New(cfg Config) (http.Handler, error) {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	h := &handler{
+		cfg: cfg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regosched_requests_total",
+			Help: "Extender requests by verb and outcome (ok, bad_request, too_large, error).",
+		}, []string{"verb", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "regosched_request_duration_seconds",
+			Help:    "Time to answer an extender request, from the first byte read to the last written.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 12), // 100µs .. ~2.4s
+		}, []string{"verb", "outcome"}),
+	}
+	for _, c := range []prometheus.Collector{h.requests, h.duration} {
+		if err := cfg.Registerer.Register(c); err != nil {
+			return nil, fmt.Errorf("registering request metrics: %w", err)
+		}
+	}
+
+	r := mux.NewRouter()
+	prefix := "/" + strings.Trim(cfg.URLPrefix, "/")
+	if prefix == "/" {
+		prefix = ""
+	}
+	r.Handle(prefix+"/filter", h.verb("filter", h.filter)).Methods(http.MethodPost)
+	r.Handle(prefix+"/prioritize", h.verb("prioritize", h.prioritize)).Methods(http.MethodPost)
+	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	}).Methods(http.MethodGet)
+	r.HandleFunc("/readyz", h.readyz).Methods(http.MethodGet)
+	r.HandleFunc("/version", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, cfg.Version())
+	}).Methods(http.MethodGet)
+	r.Handle("/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})).Methods(http.MethodGet)
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", req.Method, req.URL.Path))
+	})
+	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s", req.URL.Path))
+	})
+	return recoverer(cfg.Log, r), nil
+}
+
+func (h *handler) readyz(w http.ResponseWriter, _ *http.Request) {
+	if err := h.cfg.Ready(); err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// outcome of one request, for metrics and logs.
+type outcome struct {
+	status int
+	body   any
+	label  string
+	err    error
+}
+
+// verb wraps an extender verb: body limit, decoding, metrics and logging.
+func (h *handler) verb(name string, answer func(context.Context, *extenderv1.ExtenderArgs) outcome) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		var out outcome
+		args, err := decodeArgs(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+		switch {
+		case err == nil:
+			out = answer(r.Context(), args)
+		case errors.As(err, new(*http.MaxBytesError)):
+			out = outcome{status: http.StatusRequestEntityTooLarge, label: "too_large",
+				err: fmt.Errorf("request body exceeds %d bytes", h.cfg.MaxBodyBytes)}
+		default:
+			out = outcome{status: http.StatusBadRequest, label: "bad_request", err: err}
+		}
+		if out.body == nil {
+			out.body = errorBody{Error: out.err.Error()}
+		}
+		writeJSON(w, out.status, out.body)
+
+		elapsed := time.Since(start)
+		h.requests.WithLabelValues(name, out.label).Inc()
+		h.duration.WithLabelValues(name, out.label).Observe(elapsed.Seconds())
+		log := h.cfg.Log.WithFields(logrus.Fields{"verb": name, "status": out.status, "duration": elapsed})
+		if args != nil && args.Pod != nil {
+			log = log.WithField("pod", args.Pod.Namespace+"/"+args.Pod.Name)
+		}
+		if out.err != nil {
+			log.WithError(out.err).Warn("extender request failed")
+		} else {
+			log.Debug("extender request")
+		}
+	})
+}
+
+func (h *handler) filter(ctx context.Context, args *extenderv1.ExtenderArgs) outcome {
+	res, err := h.cfg.Decider.Filter(ctx, args)
+	if err != nil {
+		// The Error field reaches the scheduler's logs and the pod's events,
+		// where a bare status code would not.
+		return outcome{status: http.StatusOK, label: "error", err: err,
+			body: &extenderv1.ExtenderFilterResult{Error: err.Error()}}
+	}
+	return outcome{status: http.StatusOK, label: "ok", body: res}
+}
+
+func (h *handler) prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) outcome {
+	res, err := h.cfg.Decider.Prioritize(ctx, args)
+	if err != nil {
+		return outcome{status: http.StatusInternalServerError, label: "error", err: err}
+	}
+	return outcome{status: http.StatusOK, label: "ok", body: res}
+}
+
+// decodeArgs reads one ExtenderArgs document and nothing after it.
+func decodeArgs(body io.Reader) (*extenderv1.ExtenderArgs, error) {
+	dec := json.NewDecoder(body)
+	var args extenderv1.ExtenderArgs
+	if err := dec.Decode(&args); err != nil {
+		return nil, fmt.Errorf("decoding ExtenderArgs: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err == nil || !errors.As(err, new(*http.MaxBytesError)) {
+			return nil, errors.New("decoding ExtenderArgs: unexpected data after the JSON document")
+		}
+		return nil, err
+	}
+	if args.Pod == nil {
+		return nil, errors.New("ExtenderArgs has no Pod")
+	}
+	if args.NodeNames == nil && args.Nodes == nil {
+		return nil, errors.New("ExtenderArgs has neither NodeNames nor Nodes")
+	}
+	return &args, nil
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorBody{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	// The client may be gone; there is no one left to tell.
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// recoverer turns a panic into a 500 instead of a dropped connection; the
+// handlers are written not to panic, this is the last line of defence.
+func recoverer(log logrus.FieldLogger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler { //nolint:errorlint // sentinel compared as net/http does
+					panic(v)
+				}
+				log.WithField("panic", v).WithField("path", r.URL.Path).Error("handler panicked")
+				writeError(w, http.StatusInternalServerError, "internal error")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,279 @@
+package localcluster
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// ModulePath is the module path FindRepoRoot looks for.
+const ModulePath = "github.com/regosched/regosched"
+
+// toolsDir holds the two tool modules, relative to the repository root.
+// They are separate modules so that k8s.io/kubernetes and etcd never enter
+// the project's own go.mod.
+const toolsDir = "deploy/local/tools"
+
+// toolModuleFiles are hashed into the cache key, so that bumping a version in
+// either tool module builds a fresh set of binaries in a new folder.
+func toolModuleFiles() []string {
+	return []string{"etcd/go.mod", "etcd/go.sum", "kubernetes/go.mod", "kubernetes/go.sum"}
+}
+
+// BuildOptions configures Build.
+type BuildOptions struct {
+	// RepoRoot is the checkout holding deploy/local/tools; FindRepoRoot is
+	// used when empty.
+	RepoRoot string
+	// CacheDir is where binaries are kept between runs; DefaultCacheDir is
+	// used when empty.
+	CacheDir string
+	// Log receives progress messages; nil discards them.
+	Log logrus.FieldLogger
+}
+
+// Binaries holds the paths of the control plane executables.
+type Binaries struct {
+	Etcd          string
+	KubeAPIServer string
+	KubeScheduler string
+	Kubectl       string
+}
+
+func binariesIn(dir string) Binaries {
+	return Binaries{
+		Etcd:          filepath.Join(dir, "etcd"),
+		KubeAPIServer: filepath.Join(dir, "kube-apiserver"),
+		KubeScheduler: filepath.Join(dir, "kube-scheduler"),
+		Kubectl:       filepath.Join(dir, "kubectl"),
+	}
+}
+
+func (b Binaries) kubernetes() []string {
+	return []string{b.KubeAPIServer, b.KubeScheduler, b.Kubectl}
+}
+
+// Build compiles etcd, kube-apiserver, kube-scheduler and kubectl from the
+// tool modules under deploy/local/tools, unless a previous run already left
+// all of them in the cache folder for the current module versions.
+//
+// A cold build takes minutes; later builds of a changed version reuse the Go
+// build cache and mostly link.
+func Build(ctx context.Context, opts BuildOptions) (Binaries, error) {
+	log := orDiscard(opts.Log)
+
+	root := opts.RepoRoot
+	if root == "" {
+		var err error
+		if root, err = FindRepoRoot(); err != nil {
+			return Binaries{}, err
+		}
+	}
+	cacheDir := opts.CacheDir
+	if cacheDir == "" {
+		var err error
+		if cacheDir, err = DefaultCacheDir(); err != nil {
+			return Binaries{}, err
+		}
+	}
+	tools := filepath.Join(root, toolsDir)
+	key, err := toolsKey(tools)
+	if err != nil {
+		return Binaries{}, err
+	}
+	dir := filepath.Join(cacheDir, "bin-"+key[:16])
+	bins := binariesIn(dir)
+	log = log.WithField("dir", dir)
+
+	needEtcd := !fileExists(bins.Etcd)
+	needKube := false
+	for _, p := range bins.kubernetes() {
+		needKube = needKube || !fileExists(p)
+	}
+	if !needEtcd && !needKube {
+		log.Debug("control plane binaries are cached")
+		return bins, nil
+	}
+
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Binaries{}, fmt.Errorf("creating binary cache: %w", err)
+	}
+	// Build next to the final folder (same file system) and rename each
+	// binary into place: an interrupted build leaves only a temp folder
+	// behind, never a truncated binary that a later run would trust.
+	tmp, err := os.MkdirTemp(dir, ".build-")
+	if err != nil {
+		return Binaries{}, fmt.Errorf("creating build folder: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	tmpBins := binariesIn(tmp)
+
+	var built []string
+	if needEtcd {
+		// etcd's server module is package main at its root, so the binary
+		// would be called "v3" without an explicit name.
+		if err := goBuild(ctx, log, filepath.Join(tools, "etcd"),
+			"-o", tmpBins.Etcd, "go.etcd.io/etcd/server/v3"); err != nil {
+			return Binaries{}, err
+		}
+		built = append(built, "etcd")
+	}
+	if needKube {
+		if err := goBuild(ctx, log, filepath.Join(tools, "kubernetes"),
+			"-o", tmp+string(filepath.Separator),
+			"k8s.io/kubernetes/cmd/kube-apiserver",
+			"k8s.io/kubernetes/cmd/kube-scheduler",
+			"k8s.io/kubernetes/cmd/kubectl"); err != nil {
+			return Binaries{}, err
+		}
+		built = append(built, "kube-apiserver", "kube-scheduler", "kubectl")
+	}
+	for _, name := range built {
+		if err := os.Rename(filepath.Join(tmp, name), filepath.Join(dir, name)); err != nil {
+			return Binaries{}, fmt.Errorf("moving %s into the cache: %w", name, err)
+		}
+	}
+	return bins, nil
+}
+
+// goBuild runs "go build args..." in the module at dir.
+func goBuild(ctx context.Context, log logrus.FieldLogger, dir string, args ...string) error {
+	start := time.Now()
+	log = log.WithField("module", filepath.Base(dir))
+	log.Info("building control plane binaries (a cold build takes minutes)")
+
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build"}, args...)...)
+	cmd.Dir = dir
+	// A go.work above the checkout must not pull the tool modules into the
+	// project's build list.
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	cmd.SysProcAttr = childSysProcAttr()
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build in %s: %w\n%s", dir, err, lastLines(out.String(), 30))
+	}
+	log.WithField("took", time.Since(start).Round(time.Second)).Info("built")
+	return nil
+}
+
+// toolsKey hashes the go.mod and go.sum of both tool modules, plus the
+// target platform, into a hex string.
+func toolsKey(tools string) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s/%s\n", runtime.GOOS, runtime.GOARCH)
+	for _, name := range toolModuleFiles() {
+		data, err := os.ReadFile(filepath.Join(tools, filepath.FromSlash(name)))
+		if err != nil {
+			return "", fmt.Errorf("hashing tool modules: %w", err)
+		}
+		// Length-prefix each file so that moving bytes from one file to
+		// the next changes the key.
+		fmt.Fprintf(h, "%s %d\n", name, len(data))
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// DefaultCacheDir returns $REGOSCHED_CACHE_DIR, else
+// $XDG_CACHE_HOME/regosched, else $HOME/.cache/regosched.
+func DefaultCacheDir() (string, error) {
+	return cacheDirFromEnv(os.Getenv)
+}
+
+func cacheDirFromEnv(getenv func(string) string) (string, error) {
+	if d := getenv("REGOSCHED_CACHE_DIR"); d != "" {
+		return d, nil
+	}
+	if d := getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "regosched"), nil
+	}
+	if d := getenv("HOME"); d != "" {
+		return filepath.Join(d, ".cache", "regosched"), nil
+	}
+	return "", errors.New("no cache folder: set REGOSCHED_CACHE_DIR, XDG_CACHE_HOME or HOME")
+}
+
+// FindRepoRoot walks up from the working directory to the folder whose
+// go.mod declares ModulePath.
+func FindRepoRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("finding repository root: %w", err)
+	}
+	return findRepoRoot(wd)
+}
+
+func findRepoRoot(start string) (string, error) {
+	for dir := start; ; {
+		mod, err := moduleName(filepath.Join(dir, "go.mod"))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("finding repository root: %w", err)
+		}
+		if mod == ModulePath {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod of module %s above %s", ModulePath, start)
+		}
+		dir = parent
+	}
+}
+
+// moduleName returns the path on the module line of a go.mod file.
+func moduleName(gomod string) (string, error) {
+	f, err := os.Open(gomod)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		line := strings.TrimSpace(s.Text())
+		if i := strings.Index(line, "//"); i >= 0 {
+			line = strings.TrimSpace(line[:i])
+		}
+		if rest, ok := strings.CutPrefix(line, "module"); ok && rest != "" && (rest[0] == ' ' || rest[0] == '\t') {
+			return strings.Trim(strings.TrimSpace(rest), `"`), nil
+		}
+	}
+	return "", s.Err()
+}
+
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
+}
+
+func orDiscard(log logrus.FieldLogger) logrus.FieldLogger {
+	if log != nil {
+		return log
+	}
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return l
+}
+
+// lastLines returns at most n trailing lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

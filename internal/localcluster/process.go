@@ -1,0 +1,139 @@
+package localcluster
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// stopGrace is how long a child gets between SIGTERM and SIGKILL. The
+// apiserver drains requests on SIGTERM; a few seconds are plenty for a test
+// cluster, and a stuck child must not stall a test run for long.
+const stopGrace = 10 * time.Second
+
+// Process is a child process started by a Cluster. Its stdout and stderr go
+// to LogPath.
+type Process struct {
+	// Name identifies the process in logs and names its log file.
+	Name string
+	// LogPath is the file receiving the process's stdout and stderr.
+	LogPath string
+
+	cmd      *exec.Cmd
+	log      logrus.FieldLogger
+	done     chan struct{}
+	waitErr  error
+	stopOnce sync.Once
+}
+
+// childSysProcAttr puts a child in its own process group, so that Stop can
+// signal everything it spawned, and asks the kernel to kill it if this
+// process dies first, so that a crashed or killed test leaves nothing behind.
+func childSysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// startProcess starts path with args in dir, appending its output to
+// dir/name.log. The process outlives no context: only Stop ends it.
+func startProcess(log logrus.FieldLogger, dir, name, path string, args ...string) (*Process, error) {
+	logPath := filepath.Join(dir, name+".log")
+	// Append, so that restarting a component under the same name keeps the
+	// earlier run's output for post-mortems.
+	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: opening log: %w", name, err)
+	}
+	// The child holds its own descriptor once started.
+	defer out.Close()
+
+	cmd := exec.Command(path, args...)
+	cmd.Dir = dir
+	cmd.Stdout = out
+	cmd.Stderr = out
+	cmd.SysProcAttr = childSysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &Process{
+		Name:    name,
+		LogPath: logPath,
+		cmd:     cmd,
+		log:     log.WithFields(logrus.Fields{"process": name, "pid": cmd.Process.Pid}),
+		done:    make(chan struct{}),
+	}
+	p.log.WithField("log", logPath).Debug("started")
+	go func() {
+		p.waitErr = cmd.Wait()
+		p.log.WithError(p.waitErr).Debug("exited")
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// PID returns the process id, which is also its process group id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Done is closed once the process has exited and been reaped.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Err returns the exit status once Done is closed (nil for exit code 0).
+func (p *Process) Err() error {
+	select {
+	case <-p.done:
+		return p.waitErr
+	default:
+		return nil
+	}
+}
+
+// Stop sends SIGTERM to the process group, then SIGKILL if the process has
+// not exited after a grace period, and returns once it has been reaped.
+// It is safe to call more than once and after the process exited by itself.
+func (p *Process) Stop() {
+	p.stopOnce.Do(func() {
+		pgid := p.PID()
+		select {
+		case <-p.done:
+		default:
+			p.signalGroup(pgid, syscall.SIGTERM)
+			timer := time.NewTimer(stopGrace)
+			defer timer.Stop()
+			select {
+			case <-p.done:
+			case <-timer.C:
+				p.log.Warnf("still running %s after SIGTERM; sending SIGKILL", stopGrace)
+				p.signalGroup(pgid, syscall.SIGKILL)
+				<-p.done
+			}
+		}
+		// Whatever the leader spawned and left behind in its group goes
+		// too; ESRCH (an empty group) is the normal case.
+		p.signalGroup(pgid, syscall.SIGKILL)
+		p.log.Debug("stopped")
+	})
+}
+
+func (p *Process) signalGroup(pgid int, sig syscall.Signal) {
+	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		p.log.WithError(err).Warnf("sending %v to process group", sig)
+	}
+}
+
+// exitError describes a process that exited while it was expected to run,
+// with the end of its log, which usually says why.
+func (p *Process) exitError() error {
+	tail, _ := os.ReadFile(p.LogPath)
+	exit := p.waitErr
+	if exit == nil {
+		exit = errors.New("exit status 0")
+	}
+	return fmt.Errorf("%s exited early: %w; end of %s:\n%s",
+		p.Name, exit, p.LogPath, lastLines(string(tail), 20))
+}

@@ -1,0 +1,304 @@
+package placement
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// KeyFunc returns the groups a pod belongs to. Two pods are peers when they
+// share a group. A pod with no group is of no interest to any policy and is
+// not indexed.
+type KeyFunc func(ctx context.Context, pod *Pod) ([]string, error)
+
+// boundPods selects the pods that occupy a node: bound and not finished. A pod
+// leaving this selection (it succeeded or failed) arrives as a delete event.
+// kube-scheduler's own pod informer uses the same phase selector.
+const boundPods = "spec.nodeName!=,status.phase!=" + string(corev1.PodSucceeded) +
+	",status.phase!=" + string(corev1.PodFailed)
+
+// Cache is the live placement view. Create it with New, then call Start.
+type Cache struct {
+	log       logrus.FieldLogger
+	factories []informers.SharedInformerFactory
+	pods      cache.SharedIndexInformer
+	nodes     cache.SharedIndexInformer
+	synced    []cache.InformerSynced
+	keyFunc   atomic.Pointer[KeyFunc]
+
+	// writeMu serialises writers (informer events and re-indexing), so that a
+	// re-index never overwrites a newer event with an older object.
+	writeMu sync.Mutex
+	// mu guards the maps below for readers.
+	mu     sync.RWMutex
+	byName map[string]*entry          // namespace/name -> entry
+	groups map[string]map[string]*Pod // group key -> namespace/name -> pod
+}
+
+type entry struct {
+	pod  *Pod
+	keys []string
+}
+
+// New builds a cache over the cluster that client talks to. keys tells which
+// pods matter and how they group; SetKeyFunc replaces it later.
+func New(client kubernetes.Interface, keys KeyFunc, log logrus.FieldLogger) (*Cache, error) {
+	c := &Cache{
+		log:    log,
+		byName: map[string]*entry{},
+		groups: map[string]map[string]*Pod{},
+	}
+	c.keyFunc.Store(&keys)
+
+	// Pending and finished pods never reach this process: the field selector
+	// filters them on the API server.
+	podFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = boundPods }),
+		informers.WithTransform(stripPod))
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(stripNode))
+	c.factories = []informers.SharedInformerFactory{podFactory, nodeFactory}
+
+	c.pods = podFactory.Core().V1().Pods().Informer()
+	reg, err := c.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.upsert,
+		UpdateFunc: c.update,
+		DeleteFunc: c.remove,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("registering pod event handler: %w", err)
+	}
+	c.nodes = nodeFactory.Core().V1().Nodes().Informer()
+	c.synced = []cache.InformerSynced{reg.HasSynced, c.nodes.HasSynced}
+	return c, nil
+}
+
+// Start runs the informers until ctx ends. It does not wait for them to sync.
+func (c *Cache) Start(ctx context.Context) {
+	for _, f := range c.factories {
+		f.Start(ctx.Done())
+	}
+}
+
+// Shutdown waits for the informers' goroutines once ctx given to Start ended.
+func (c *Cache) Shutdown() {
+	for _, f := range c.factories {
+		f.Shutdown()
+	}
+}
+
+// HasSynced reports whether both informers have delivered their initial lists
+// and every initial pod has been indexed.
+func (c *Cache) HasSynced() bool {
+	for _, s := range c.synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitForSync blocks until HasSynced or ctx ends; it reports which.
+func (c *Cache) WaitForSync(ctx context.Context) bool {
+	return cache.WaitForCacheSync(ctx.Done(), c.synced...)
+}
+
+// SetKeyFunc replaces the grouping (after a policy change) and re-indexes
+// every cached pod with it before returning.
+func (c *Cache) SetKeyFunc(ctx context.Context, keys KeyFunc) {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.keyFunc.Store(&keys)
+	for _, obj := range c.pods.GetStore().List() {
+		if p, ok := obj.(*corev1.Pod); ok {
+			c.upsertLocked(ctx, p)
+		}
+	}
+}
+
+// Peers returns the cached pods that share at least one of keys, except the
+// pod whose UID is self, sorted by namespace and name. The cost depends on
+// the number of peers only.
+func (c *Cache) Peers(keys []string, self types.UID) []*Pod {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []*Pod
+	for i, k := range keys {
+		for _, p := range c.groups[k] {
+			if p.UID == self {
+				continue
+			}
+			// A pod in several of the keys is returned once.
+			if i > 0 && inAnyGroup(c.groups, keys[:i], p) {
+				continue
+			}
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Pod) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+func inAnyGroup(groups map[string]map[string]*Pod, keys []string, p *Pod) bool {
+	name := p.Namespace + "/" + p.Name
+	for _, k := range keys {
+		if _, ok := groups[k][name]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// NodeLabels returns the labels of a node, and whether the node is known.
+func (c *Cache) NodeLabels(name string) (map[string]string, bool) {
+	obj, ok, err := c.nodes.GetIndexer().GetByKey(name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return nil, false
+	}
+	return n.Labels, true
+}
+
+// PodCount is the number of indexed pods (bound pods that belong to a group).
+func (c *Cache) PodCount() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.byName)
+}
+
+// NodeCount is the number of known nodes.
+func (c *Cache) NodeCount() int {
+	return len(c.nodes.GetIndexer().ListKeys())
+}
+
+// RegisterMetrics exposes the cache's size on reg.
+func (c *Cache) RegisterMetrics(reg prometheus.Registerer) error {
+	for _, g := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "regosched_cached_pods",
+			Help: "Bound pods that belong to a policy group and are indexed for peer look-ups.",
+		}, func() float64 { return float64(c.PodCount()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "regosched_cached_nodes",
+			Help: "Nodes known to the placement cache.",
+		}, func() float64 { return float64(c.NodeCount()) }),
+	} {
+		if err := reg.Register(g); err != nil {
+			return fmt.Errorf("registering placement metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+func (c *Cache) upsert(obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.upsertLocked(context.Background(), p)
+}
+
+func (c *Cache) update(oldObj, newObj any) {
+	oldPod, ok1 := oldObj.(*corev1.Pod)
+	newPod, ok2 := newObj.(*corev1.Pod)
+	if ok1 && ok2 && samePlacement(oldPod, newPod) {
+		// Status churn: nothing a policy reads has changed, skip the policy call.
+		return
+	}
+	c.upsert(newObj)
+}
+
+func (c *Cache) remove(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unindexLocked(p.Namespace + "/" + p.Name)
+}
+
+// upsertLocked (re)indexes p. The caller holds writeMu.
+func (c *Cache) upsertLocked(ctx context.Context, obj *corev1.Pod) {
+	name := obj.Namespace + "/" + obj.Name
+	var keys []string
+	pod := PodFromObject(obj)
+	if obj.Spec.NodeName != "" && !terminal(obj) {
+		var err error
+		keys, err = (*c.keyFunc.Load())(ctx, pod)
+		if err != nil {
+			// The pod is kept out of the index: the policy cannot say which
+			// rules concern it. Logged loudly because it weakens decisions.
+			c.log.WithError(err).WithField("pod", name).Error("computing peer keys; pod not indexed")
+			keys = nil
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unindexLocked(name)
+	if len(keys) == 0 {
+		return
+	}
+	c.byName[name] = &entry{pod: pod, keys: keys}
+	for _, k := range keys {
+		g := c.groups[k]
+		if g == nil {
+			g = map[string]*Pod{}
+			c.groups[k] = g
+		}
+		g[name] = pod
+	}
+}
+
+// unindexLocked removes a pod from every group. The caller holds mu.
+func (c *Cache) unindexLocked(name string) {
+	e, ok := c.byName[name]
+	if !ok {
+		return
+	}
+	delete(c.byName, name)
+	for _, k := range e.keys {
+		delete(c.groups[k], name)
+		if len(c.groups[k]) == 0 {
+			delete(c.groups, k)
+		}
+	}
+}
+
+func samePlacement(a, b *corev1.Pod) bool {
+	return a.UID == b.UID && a.Spec.NodeName == b.Spec.NodeName &&
+		a.Status.Phase == b.Status.Phase && equalPriority(a.Spec.Priority, b.Spec.Priority) &&
+		maps.Equal(a.Labels, b.Labels)
+}
+
+func equalPriority(a, b *int32) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}

@@ -1,0 +1,49 @@
+// Package placement keeps a live, indexed view of where the pods that policies
+// care about are running, and of the labels of every node.
+//
+// It is fed by client-go shared informers. Pods are stripped to the few fields
+// a placement policy reads, and grouped under the keys a KeyFunc (the policy's
+// peer_keys rule) gives them, so that finding the peers of a pending pod costs
+// the same whatever the number of unrelated pods in the cluster.
+package placement
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Pod is what a placement policy knows of a pod: its identity, labels, priority
+// and node. Values are never modified after they are built, so they may be
+// shared between goroutines without copying.
+type Pod struct {
+	Namespace string
+	Name      string
+	UID       types.UID
+	Labels    map[string]string
+	Priority  int32
+	// Node is the node the pod is bound to; empty for a pending pod.
+	Node  string
+	Phase corev1.PodPhase
+}
+
+// PodFromObject returns the policy view of a Kubernetes pod.
+func PodFromObject(p *corev1.Pod) *Pod {
+	var prio int32
+	if p.Spec.Priority != nil {
+		prio = *p.Spec.Priority
+	}
+	return &Pod{
+		Namespace: p.Namespace,
+		Name:      p.Name,
+		UID:       p.UID,
+		Labels:    p.Labels,
+		Priority:  prio,
+		Node:      p.Spec.NodeName,
+		Phase:     p.Status.Phase,
+	}
+}
+
+// terminal reports whether the pod has finished and so holds its node no longer.
+func terminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}

@@ -1,0 +1,156 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/regosched/regosched/internal/placement"
+)
+
+// Conflict says that the pending pod must not share Node with the peer Peer.
+type Conflict struct {
+	Node   string
+	Rule   string
+	Reason string
+	Peer   types.UID
+}
+
+// Penalty makes every node whose label TopologyKey equals Value less
+// preferred by Weight. The key kubernetes.io/hostname matches the node name.
+type Penalty struct {
+	TopologyKey string
+	Value       string
+	Weight      float64
+	Rule        string
+	Peer        types.UID
+}
+
+// PeerKeys evaluates the groups pod belongs to.
+func (p *Policy) PeerKeys(ctx context.Context, pod *placement.Pod) ([]string, error) {
+	v, err := eval(ctx, p.keys, podInput(pod))
+	if err != nil {
+		return nil, fmt.Errorf("evaluating %s: %w", PeerKeysRule, err)
+	}
+	var keys []string
+	err = forEach(v, func(t *ast.Term) error {
+		s, ok := t.Value.(ast.String)
+		if !ok {
+			return fmt.Errorf("%s: key %v is not a string", PeerKeysRule, t)
+		}
+		keys = append(keys, string(s))
+		return nil
+	})
+	return keys, err
+}
+
+// Conflicts evaluates the hard rules between the pending pod and its peers.
+func (p *Policy) Conflicts(ctx context.Context, in *Input) ([]Conflict, error) {
+	v, err := eval(ctx, p.conflicts, in.value())
+	if err != nil {
+		return nil, fmt.Errorf("evaluating %s: %w", ConflictsRule, err)
+	}
+	var out []Conflict
+	err = forEach(v, func(t *ast.Term) error {
+		o, ok := t.Value.(ast.Object)
+		if !ok {
+			return fmt.Errorf("%s: %v is not an object", ConflictsRule, t)
+		}
+		c := Conflict{
+			Node:   str(o, "node"),
+			Rule:   str(o, "rule"),
+			Reason: str(o, "reason"),
+			Peer:   types.UID(str(o, "peer")),
+		}
+		if c.Node == "" {
+			return fmt.Errorf("%s: %v has no node", ConflictsRule, t)
+		}
+		out = append(out, c)
+		return nil
+	})
+	return out, err
+}
+
+// Penalties evaluates the soft rules between the pending pod and its peers.
+func (p *Policy) Penalties(ctx context.Context, in *Input) ([]Penalty, error) {
+	v, err := eval(ctx, p.penalties, in.value())
+	if err != nil {
+		return nil, fmt.Errorf("evaluating %s: %w", PenaltiesRule, err)
+	}
+	var out []Penalty
+	err = forEach(v, func(t *ast.Term) error {
+		o, ok := t.Value.(ast.Object)
+		if !ok {
+			return fmt.Errorf("%s: %v is not an object", PenaltiesRule, t)
+		}
+		pen := Penalty{
+			TopologyKey: str(o, "topology_key"),
+			Value:       str(o, "value"),
+			Weight:      1,
+			Rule:        str(o, "rule"),
+			Peer:        types.UID(str(o, "peer")),
+		}
+		if w := o.Get(ast.StringTerm("weight")); w != nil {
+			n, _ := w.Value.(ast.Number)
+			f, ok := n.Float64()
+			if !ok || f < 0 {
+				return fmt.Errorf("%s: weight of %v is not a non-negative number", PenaltiesRule, t)
+			}
+			pen.Weight = f
+		}
+		if pen.TopologyKey == "" {
+			return fmt.Errorf("%s: %v has no topology_key", PenaltiesRule, t)
+		}
+		out = append(out, pen)
+		return nil
+	})
+	return out, err
+}
+
+// smokeTest evaluates every entry point once on a pod and a peer that share
+// all labels, so that runtime errors of a new policy surface at load time.
+func (p *Policy) smokeTest(ctx context.Context) error {
+	labels := map[string]string{"app.kubernetes.io/name": "sample", "app.kubernetes.io/instance": "sample"}
+	pod := &placement.Pod{Namespace: "default", Name: "sample-0", UID: "sample-0", Labels: labels}
+	peer := &placement.Pod{Namespace: "default", Name: "sample-1", UID: "sample-1", Labels: labels, Node: "node-0"}
+	if _, err := p.PeerKeys(ctx, pod); err != nil {
+		return err
+	}
+	in := &Input{Pod: pod, Peers: []*placement.Pod{peer}, Nodes: map[string]map[string]string{"node-0": {}}}
+	if _, err := p.Conflicts(ctx, in); err != nil {
+		return err
+	}
+	_, err := p.Penalties(ctx, in)
+	return err
+}
+
+// forEach visits the members of a set or array; undefined (nil) is empty.
+func forEach(v ast.Value, f func(*ast.Term) error) error {
+	var err error
+	visit := func(t *ast.Term) {
+		if err == nil {
+			err = f(t)
+		}
+	}
+	switch x := v.(type) {
+	case nil:
+	case ast.Set:
+		x.Foreach(visit)
+	case *ast.Array:
+		x.Foreach(visit)
+	default:
+		return fmt.Errorf("result %v is neither a set nor an array", v)
+	}
+	return err
+}
+
+func str(o ast.Object, key string) string {
+	if t := o.Get(ast.StringTerm(key)); t != nil {
+		if s, ok := t.Value.(ast.String); ok {
+			return string(s)
+		}
+	}
+	return ""
+}

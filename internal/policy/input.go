@@ -1,0 +1,61 @@
+package policy
+
+import (
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/regosched/regosched/internal/placement"
+)
+
+// Input is what the conflicts and penalties rules see: the pending pod, its
+// peers (bound pods that share a group with it) and the labels of the nodes
+// those peers are on.
+type Input struct {
+	Pod   *placement.Pod
+	Peers []*placement.Pod
+	// Nodes maps each peer's node to its labels.
+	Nodes map[string]map[string]string
+}
+
+// value builds input as a Rego value directly: cheaper than encoding JSON
+// and having OPA parse it again.
+func (in *Input) value() ast.Value {
+	peers := make([]*ast.Term, len(in.Peers))
+	for i, p := range in.Peers {
+		peers[i] = podTerm(p)
+	}
+	nodes := ast.NewObject()
+	for name, labels := range in.Nodes {
+		nodes.Insert(ast.StringTerm(name), ast.ObjectTerm(
+			ast.Item(ast.StringTerm("labels"), labelsTerm(labels))))
+	}
+	return ast.NewObject(
+		ast.Item(ast.StringTerm("pod"), podTerm(in.Pod)),
+		ast.Item(ast.StringTerm("peers"), ast.ArrayTerm(peers...)),
+		ast.Item(ast.StringTerm("nodes"), ast.NewTerm(nodes)),
+	)
+}
+
+func podInput(p *placement.Pod) ast.Value {
+	return ast.NewObject(ast.Item(ast.StringTerm("pod"), podTerm(p)))
+}
+
+// podTerm is the documented pod shape: name, namespace, uid, labels,
+// priority and node ("" while pending).
+func podTerm(p *placement.Pod) *ast.Term {
+	return ast.ObjectTerm(
+		ast.Item(ast.StringTerm("name"), ast.StringTerm(p.Name)),
+		ast.Item(ast.StringTerm("namespace"), ast.StringTerm(p.Namespace)),
+		ast.Item(ast.StringTerm("uid"), ast.StringTerm(string(p.UID))),
+		ast.Item(ast.StringTerm("labels"), labelsTerm(p.Labels)),
+		ast.Item(ast.StringTerm("priority"), ast.IntNumberTerm(int(p.Priority))),
+		ast.Item(ast.StringTerm("node"), ast.StringTerm(p.Node)),
+	)
+}
+
+func labelsTerm(labels map[string]string) *ast.Term {
+	items := make([][2]*ast.Term, 0, len(labels))
+	for k, v := range labels {
+		items = append(items, ast.Item(ast.StringTerm(k), ast.StringTerm(v)))
+	}
+	return ast.ObjectTerm(items...)
+}

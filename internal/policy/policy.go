@@ -1,0 +1,133 @@
+// Package policy loads an OPA bundle of placement rules, prepares its queries
+// once, and evaluates them per request with inputs built straight as Rego
+// values (no JSON round trip).
+//
+// A bundle must define three rules (see rego/ for the default policy):
+//
+//	data.regosched.peer_keys            input {pod}              set of group keys
+//	data.regosched.filter.conflicts     input {pod, peers, nodes} set of {node, rule, reason, peer}
+//	data.regosched.prioritize.penalties input {pod, peers, nodes} set of {topology_key, value, weight, rule, peer}
+//
+// Rego looks only at the pending pod and its peers; the arithmetic over
+// candidate nodes is done in Go by the callers.
+package policy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/bundle"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+)
+
+// The entry points a bundle must define.
+const (
+	PeerKeysRule  = "data.regosched.peer_keys"
+	ConflictsRule = "data.regosched.filter.conflicts"
+	PenaltiesRule = "data.regosched.prioritize.penalties"
+)
+
+// Policy is a compiled bundle, ready to evaluate. It is immutable and safe for
+// concurrent use.
+type Policy struct {
+	revision  string
+	keys      rego.PreparedEvalQuery
+	conflicts rego.PreparedEvalQuery
+	penalties rego.PreparedEvalQuery
+}
+
+// Compile compiles b, prepares its entry points and evaluates each once on a
+// sample input, so that a policy that cannot answer is rejected here rather
+// than on a scheduling request.
+func Compile(ctx context.Context, b *bundle.Bundle) (*Policy, error) {
+	modules := make(map[string]*ast.Module, len(b.Modules))
+	for _, m := range b.Modules {
+		modules[m.Path] = m.Parsed
+	}
+	compiler := ast.NewCompiler()
+	compiler.Compile(modules)
+	if compiler.Failed() {
+		return nil, fmt.Errorf("compiling policy: %w", compiler.Errors)
+	}
+	// Data is read as Rego values: no conversion per evaluation.
+	store := inmem.NewFromObjectWithOpts(b.Data, inmem.OptReturnASTValuesOnRead(true))
+
+	p := &Policy{revision: revision(b)}
+	for _, q := range []struct {
+		rule string
+		dst  *rego.PreparedEvalQuery
+	}{
+		{PeerKeysRule, &p.keys},
+		{ConflictsRule, &p.conflicts},
+		{PenaltiesRule, &p.penalties},
+	} {
+		ref := ast.MustParseRef(q.rule)
+		if len(compiler.GetRules(ref)) == 0 {
+			return nil, fmt.Errorf("policy defines no rule %s", q.rule)
+		}
+		pq, err := rego.New(
+			rego.ParsedQuery(ast.NewBody(ast.NewExpr(ast.NewTerm(ref)))),
+			rego.Compiler(compiler),
+			rego.Store(store),
+			rego.StoreReadAST(true),
+			// Results stay Rego values; they are read field by field below.
+			rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }),
+		).PrepareForEval(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("preparing %s: %w", q.rule, err)
+		}
+		*q.dst = pq
+	}
+	if err := p.smokeTest(ctx); err != nil {
+		return nil, fmt.Errorf("evaluating policy on a sample pod: %w", err)
+	}
+	return p, nil
+}
+
+// Revision names the bundle: the manifest's revision, or a digest of its
+// content when the manifest has none.
+func (p *Policy) Revision() string { return p.revision }
+
+func revision(b *bundle.Bundle) string {
+	if b.Manifest.Revision != "" {
+		return b.Manifest.Revision
+	}
+	h := sha256.New()
+	paths := make([]string, 0, len(b.Modules))
+	raw := map[string][]byte{}
+	for _, m := range b.Modules {
+		paths = append(paths, m.Path)
+		raw[m.Path] = m.Raw
+	}
+	sort.Strings(paths)
+	for _, path := range paths {
+		_, _ = h.Write([]byte(path))
+		_, _ = h.Write(raw[path])
+	}
+	data, _ := json.Marshal(b.Data) // maps marshal with sorted keys
+	_, _ = h.Write(data)
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// eval runs a prepared query and returns its value, nil when undefined.
+func eval(ctx context.Context, pq rego.PreparedEvalQuery, input ast.Value) (ast.Value, error) {
+	rs, err := pq.Eval(ctx, rego.EvalParsedInput(input))
+	if err != nil {
+		return nil, err
+	}
+	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return nil, nil
+	}
+	t, ok := rs[0].Expressions[0].Value.(*ast.Term)
+	if !ok {
+		return nil, errors.New("unexpected result type")
+	}
+	return t.Value, nil
+}

@@ -1,0 +1,178 @@
+// Package serve wires regosched's parts into the running extender: the
+// Kubernetes client, the placement cache, the policy, the decider and the
+// HTTP server, with readiness tied to the cache and the policy.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/bundle"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/regosched/regosched/internal/decision"
+	"github.com/regosched/regosched/internal/extender"
+	"github.com/regosched/regosched/internal/placement"
+	"github.com/regosched/regosched/internal/policy"
+)
+
+// Options are the settings of `regosched serve`.
+type Options struct {
+	Listen     string
+	Kubeconfig string
+	// PolicyPath is a bundle directory or .tar.gz; empty means DefaultPolicy.
+	PolicyPath    string
+	DefaultPolicy fs.FS
+	URLPrefix     string
+	MaxBodyBytes  int64
+	Version       string
+	Log           logrus.FieldLogger
+}
+
+// Run serves until ctx ends, then shuts down gracefully.
+func Run(ctx context.Context, opts Options) error {
+	log := opts.Log
+	b, source, err := loadBundle(opts)
+	if err != nil {
+		return err
+	}
+	pol, err := policy.Compile(ctx, b)
+	if err != nil {
+		return fmt.Errorf("policy %s: %w", source, err)
+	}
+	log.WithFields(logrus.Fields{"source": source, "revision": pol.Revision()}).Info("policy loaded")
+
+	cfg, err := restConfig(opts.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	active, err := policy.NewActive(reg)
+	if err != nil {
+		return err
+	}
+	active.Store(pol)
+
+	keys := func(ctx context.Context, p *placement.Pod) ([]string, error) {
+		return active.Load().PeerKeys(ctx, p)
+	}
+	cache, err := placement.New(client, keys, log.WithField("component", "placement"))
+	if err != nil {
+		return err
+	}
+	if err := cache.RegisterMetrics(reg); err != nil {
+		return err
+	}
+	decider, err := decision.New(cache, active, log.WithField("component", "decision"), reg)
+	if err != nil {
+		return err
+	}
+	handler, err := extender.New(extender.Config{
+		URLPrefix:    opts.URLPrefix,
+		MaxBodyBytes: opts.MaxBodyBytes,
+		Decider:      decider,
+		Ready: func() error {
+			if !cache.HasSynced() {
+				return errors.New("placement cache has not synced with the API server yet")
+			}
+			if active.Load() == nil {
+				return errors.New("no active policy")
+			}
+			return nil
+		},
+		Version: func() any {
+			v := map[string]string{"version": opts.Version}
+			if p := active.Load(); p != nil {
+				v["policyRevision"] = p.Revision()
+			}
+			return v
+		},
+		Registerer: reg,
+		Gatherer:   reg,
+		Log:        log.WithField("component", "extender"),
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", opts.Listen, err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		// The scheduler's own httpTimeout is 5s by default; nothing
+		// legitimate takes longer than these.
+		ReadTimeout:  30 * time.Second,
+		WriteTimeout: 30 * time.Second,
+		IdleTimeout:  2 * time.Minute,
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cache.Start(ctx)
+	defer cache.Shutdown()
+	go func() {
+		if cache.WaitForSync(ctx) {
+			log.WithFields(logrus.Fields{"pods": cache.PodCount(), "nodes": cache.NodeCount()}).Info("placement cache synced; ready")
+		}
+	}()
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.WithFields(logrus.Fields{"address": ln.Addr().String(), "urlPrefix": opts.URLPrefix}).Info("serving")
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving HTTP: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutdownCtx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutting down HTTP server: %w", err)
+	}
+	return nil
+}
+
+func loadBundle(opts Options) (*bundle.Bundle, string, error) {
+	if opts.PolicyPath == "" {
+		b, err := policy.LoadFS(opts.DefaultPolicy, "embedded default policy")
+		return b, "embedded", err
+	}
+	b, err := policy.Load(opts.PolicyPath)
+	return b, opts.PolicyPath, err
+}
+
+// restConfig follows kubectl's rules: an explicit path, else in-cluster,
+// else $KUBECONFIG, else ~/.kube/config.
+func restConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		if cfg, err := rest.InClusterConfig(); err == nil {
+			return cfg, nil
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
