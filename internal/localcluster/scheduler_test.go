@@ -1,6 +1,9 @@
 package localcluster
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -137,5 +140,48 @@ extenders:
 				t.Errorf("SchedulerConfig() mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestSchedulerConfigDeployedFile adapts the real deployment's scheduler
+// configuration, so that a change to that file which SchedulerConfig cannot
+// handle shows up without starting a cluster.
+func TestSchedulerConfigDeployedFile(t *testing.T) {
+	root, err := FindRepoRoot()
+	if err != nil {
+		t.Skipf("no repository: %v", err)
+	}
+	base, err := os.ReadFile(filepath.Join(root, "deploy", "scheduler", "kube-scheduler-config.yaml"))
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skip("deploy/scheduler/kube-scheduler-config.yaml does not exist yet")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := SchedulerConfig(base, "/k", "http://127.0.0.1:1/x")
+	if err != nil {
+		t.Fatalf("SchedulerConfig() error = %v", err)
+	}
+	var got struct {
+		ClientConnection struct{ Kubeconfig string }
+		LeaderElection   struct{ LeaderElect *bool }
+		Extenders        []struct{ URLPrefix string }
+	}
+	if err := yaml.Unmarshal(out, &got); err != nil {
+		t.Fatalf("output is not YAML: %v\n%s", err, out)
+	}
+	if got.ClientConnection.Kubeconfig != "/k" {
+		t.Errorf("clientConnection.kubeconfig = %q, want /k", got.ClientConnection.Kubeconfig)
+	}
+	if le := got.LeaderElection.LeaderElect; le == nil || *le {
+		t.Errorf("leaderElection.leaderElect is not false:\n%s", out)
+	}
+	if len(got.Extenders) == 0 {
+		t.Errorf("no extenders:\n%s", out)
+	}
+	for i, e := range got.Extenders {
+		if e.URLPrefix != "http://127.0.0.1:1/x" {
+			t.Errorf("extenders[%d].urlPrefix = %q, want http://127.0.0.1:1/x", i, e.URLPrefix)
+		}
 	}
 }

@@ -1,0 +1,357 @@
+package decision
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/placement"
+	"github.com/regosched/regosched/internal/policy"
+)
+
+// fakePlacements serves peers by key from a fixed list; the cache's own
+// indexing is tested in package placement.
+type fakePlacements struct {
+	byKey map[string][]*placement.Pod
+	nodes map[string]map[string]string
+}
+
+func (f *fakePlacements) Peers(keys []string, self types.UID) []*placement.Pod {
+	seen := map[types.UID]bool{}
+	var out []*placement.Pod
+	for _, k := range keys {
+		for _, p := range f.byKey[k] {
+			if p.UID != self && !seen[p.UID] {
+				seen[p.UID] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func (f *fakePlacements) NodeLabels(name string) (map[string]string, bool) {
+	l, ok := f.nodes[name]
+	return l, ok
+}
+
+type staticPolicies struct{ p *policy.Policy }
+
+func (s staticPolicies) Load() *policy.Policy { return s.p }
+
+func defaultPolicy(t testing.TB) *policy.Policy {
+	t.Helper()
+	b, err := policy.LoadFS(regosched.DefaultPolicy(), "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.Compile(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func redis(name, role, shard, node string, prio int32) *placement.Pod {
+	labels := map[string]string{
+		"app.kubernetes.io/name":      "redis",
+		"app.kubernetes.io/instance":  "cache",
+		"app.kubernetes.io/component": role,
+	}
+	if shard != "" {
+		labels["regosched.io/shard"] = shard
+	}
+	return &placement.Pod{Namespace: "shop", Name: name, UID: types.UID("uid-" + name), Labels: labels, Priority: prio, Node: node}
+}
+
+func esData(name, node string) *placement.Pod {
+	return &placement.Pod{Namespace: "logs", Name: name, UID: types.UID("uid-" + name), Node: node, Labels: map[string]string{
+		"app.kubernetes.io/name":      "elasticsearch",
+		"app.kubernetes.io/instance":  "es",
+		"app.kubernetes.io/component": "data",
+	}}
+}
+
+// pendingPod is the Kubernetes object the scheduler sends for p.
+func pendingPod(p *placement.Pod) *v1.Pod {
+	prio := p.Priority
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Labels: p.Labels},
+		Spec:       v1.PodSpec{Priority: &prio},
+	}
+}
+
+var zones = map[string]map[string]string{
+	"node-1": {"topology.kubernetes.io/zone": "zone-a"},
+	"node-2": {"topology.kubernetes.io/zone": "zone-b"},
+	"node-3": {"topology.kubernetes.io/zone": "zone-c"},
+	"node-4": {"topology.kubernetes.io/zone": "zone-a"},
+}
+
+func newDecider(t testing.TB, peers map[string][]*placement.Pod, reg prometheus.Registerer) *Decider {
+	t.Helper()
+	log, _ := logtest.NewNullLogger()
+	d, err := New(&fakePlacements{byKey: peers, nodes: zones}, staticPolicies{defaultPolicy(t)}, log, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func names(n ...string) *[]string { return &n }
+
+func TestFilter(t *testing.T) {
+	candidates := []string{"node-1", "node-2", "node-3", "node-4"}
+	tests := []struct {
+		name  string
+		pod   *placement.Pod
+		peers map[string][]*placement.Pod
+		want  *extenderv1.ExtenderFilterResult
+	}{
+		{
+			name: "pod no rule applies to passes every node",
+			pod:  &placement.Pod{Namespace: "shop", Name: "web", UID: "web", Labels: map[string]string{"app": "web"}},
+			want: &extenderv1.ExtenderFilterResult{NodeNames: names(candidates...)},
+		},
+		{
+			name:  "first master of a cluster passes every node",
+			pod:   redis("cache-0-master", "master", "0", "", 0),
+			peers: nil,
+			want:  &extenderv1.ExtenderFilterResult{NodeNames: names(candidates...)},
+		},
+		{
+			name: "two masters never share a node; equal priority is unresolvable",
+			pod:  redis("cache-0-master", "master", "0", "", 0),
+			peers: map[string][]*placement.Pod{"redis/shop/cache": {
+				redis("cache-1-master", "master", "1", "node-2", 0),
+				redis("cache-1-replica", "replica", "1", "node-3", 0),
+			}},
+			want: &extenderv1.ExtenderFilterResult{
+				NodeNames:   names("node-1", "node-3", "node-4"),
+				FailedNodes: extenderv1.FailedNodesMap{},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
+					"node-2": "redis: master shop/cache-1-master of cluster cache already on this node",
+				},
+			},
+		},
+		{
+			name: "a lower-priority conflicting peer can be preempted",
+			pod:  redis("cache-0-master", "master", "0", "", 1000),
+			peers: map[string][]*placement.Pod{"redis/shop/cache": {
+				redis("cache-1-master", "master", "1", "node-2", 0),
+			}},
+			want: &extenderv1.ExtenderFilterResult{
+				NodeNames: names("node-1", "node-3", "node-4"),
+				FailedNodes: extenderv1.FailedNodesMap{
+					"node-2": "redis: master shop/cache-1-master of cluster cache already on this node",
+				},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{},
+			},
+		},
+		{
+			name: "replica avoids the master of its own shard only",
+			pod:  redis("cache-0-replica", "replica", "0", "", 0),
+			peers: map[string][]*placement.Pod{"redis/shop/cache": {
+				redis("cache-0-master", "master", "0", "node-1", 0),
+				redis("cache-1-master", "master", "1", "node-2", 0),
+				redis("cache-1-replica", "replica", "1", "node-3", 0),
+			}},
+			want: &extenderv1.ExtenderFilterResult{
+				NodeNames:   names("node-2", "node-3", "node-4"),
+				FailedNodes: extenderv1.FailedNodesMap{},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
+					"node-1": "redis: master shop/cache-0-master of cluster cache (shard 0) already on this node",
+				},
+			},
+		},
+		{
+			name: "several conflicts on one node are all named, in order",
+			pod:  redis("cache-0-master", "master", "0", "", 0),
+			peers: map[string][]*placement.Pod{"redis/shop/cache": {
+				redis("cache-1-master", "master", "1", "node-4", 0),
+				redis("cache-0-replica", "replica", "0", "node-4", 0),
+			}},
+			want: &extenderv1.ExtenderFilterResult{
+				NodeNames:   names("node-1", "node-2", "node-3"),
+				FailedNodes: extenderv1.FailedNodesMap{},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
+					"node-4": "redis: master shop/cache-1-master of cluster cache already on this node; " +
+						"redis: replica shop/cache-0-replica of cluster cache (shard 0) already on this node",
+				},
+			},
+		},
+		{
+			name: "a conflict on a node that is not a candidate changes nothing",
+			pod:  esData("es-data-2", ""),
+			peers: map[string][]*placement.Pod{"elasticsearch/logs/es": {
+				esData("es-data-0", "node-9"),
+			}},
+			want: &extenderv1.ExtenderFilterResult{
+				NodeNames:                  names(candidates...),
+				FailedNodes:                extenderv1.FailedNodesMap{},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDecider(t, tt.peers, prometheus.NewRegistry())
+			got, err := d.Filter(context.Background(), &extenderv1.ExtenderArgs{
+				Pod: pendingPod(tt.pod), NodeNames: names(candidates...),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Filter() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFilterFullNodes(t *testing.T) {
+	// A scheduler without nodeCacheCapable sends and expects Node objects.
+	d := newDecider(t, map[string][]*placement.Pod{"elasticsearch/logs/es": {
+		esData("es-data-0", "node-1"), esData("es-data-1", "node-3"),
+	}}, prometheus.NewRegistry())
+	nodes := &v1.NodeList{}
+	for _, n := range []string{"node-1", "node-2", "node-3"} {
+		nodes.Items = append(nodes.Items, v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: zones[n]}})
+	}
+	got, err := d.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: pendingPod(esData("es-data-2", "")), Nodes: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &extenderv1.ExtenderFilterResult{
+		Nodes:       &v1.NodeList{Items: []v1.Node{nodes.Items[1]}},
+		FailedNodes: extenderv1.FailedNodesMap{},
+		FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
+			"node-1": "elasticsearch: data logs/es-data-0 of cluster es already on this node",
+			"node-3": "elasticsearch: data logs/es-data-1 of cluster es already on this node",
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Filter() mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestFilterCountsDenials(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	d := newDecider(t, map[string][]*placement.Pod{"elasticsearch/logs/es": {esData("es-data-0", "node-1")}}, reg)
+	if _, err := d.Filter(context.Background(), &extenderv1.ExtenderArgs{
+		Pod: pendingPod(esData("es-data-1", "")), NodeNames: names("node-1", "node-2"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(d.denials.WithLabelValues("elasticsearch-data", "false")); got != 1 {
+		t.Errorf("denials{rule=elasticsearch-data,resolvable=false} = %v, want 1", got)
+	}
+}
+
+func TestNoPolicy(t *testing.T) {
+	d, err := New(&fakePlacements{}, staticPolicies{}, logrus.New(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := &extenderv1.ExtenderArgs{Pod: pendingPod(esData("es-data-0", "")), NodeNames: names("node-1")}
+	if _, err := d.Filter(context.Background(), args); !errors.Is(err, ErrNoPolicy) {
+		t.Errorf("Filter() error = %v, want ErrNoPolicy", err)
+	}
+	if _, err := d.Prioritize(context.Background(), args); !errors.Is(err, ErrNoPolicy) {
+		t.Errorf("Prioritize() error = %v, want ErrNoPolicy", err)
+	}
+}
+
+func TestPrioritize(t *testing.T) {
+	candidates := []string{"node-1", "node-2", "node-3", "node-4"}
+	tests := []struct {
+		name  string
+		pod   *placement.Pod
+		peers map[string][]*placement.Pod
+		want  extenderv1.HostPriorityList
+	}{
+		{
+			name: "no peers, no preference",
+			pod:  redis("cache-0-master", "master", "0", "", 0),
+			want: extenderv1.HostPriorityList{},
+		},
+		{
+			// Spread: node-1 and node-2 hold one cluster member each (weight 1).
+			// Zones: zone-a holds a member of shard 0 (weight 2), so node-1 and
+			// node-4 are penalised. Totals 3, 1, 0, 2: scores 0, 7, 10, 3.
+			name: "spread over nodes and keep a shard's members in other zones",
+			pod:  redis("cache-0-replica", "replica", "0", "", 0),
+			peers: map[string][]*placement.Pod{"redis/shop/cache": {
+				redis("cache-0-master", "master", "0", "node-1", 0),
+				redis("cache-1-master", "master", "1", "node-2", 0),
+			}},
+			want: extenderv1.HostPriorityList{
+				{Host: "node-2", Score: 7},
+				{Host: "node-3", Score: 10},
+				{Host: "node-4", Score: 3},
+			},
+		},
+		{
+			name: "ES data instances spread over nodes and zones",
+			pod:  esData("es-data-1", ""),
+			peers: map[string][]*placement.Pod{"elasticsearch/logs/es": {
+				esData("es-data-0", "node-2"),
+			}},
+			// node-2: spread 1 + zone 2 = 3; others 0.
+			want: extenderv1.HostPriorityList{
+				{Host: "node-1", Score: 10},
+				{Host: "node-3", Score: 10},
+				{Host: "node-4", Score: 10},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDecider(t, tt.peers, prometheus.NewRegistry())
+			got, err := d.Prioritize(context.Background(), &extenderv1.ExtenderArgs{
+				Pod: pendingPod(tt.pod), NodeNames: names(candidates...),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Prioritize() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPrioritizeFullNodesUsesRequestLabels(t *testing.T) {
+	// Labels come from the Node objects in the request, not from the cache
+	// (which, here, knows no node at all).
+	log, _ := logtest.NewNullLogger()
+	d, err := New(&fakePlacements{byKey: map[string][]*placement.Pod{"elasticsearch/logs/es": {esData("es-data-0", "node-x")}},
+		nodes: map[string]map[string]string{"node-x": {"topology.kubernetes.io/zone": "zone-a"}}},
+		staticPolicies{defaultPolicy(t)}, log, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := &v1.NodeList{Items: []v1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"topology.kubernetes.io/zone": "zone-a"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "node-b", Labels: map[string]string{"topology.kubernetes.io/zone": "zone-b"}}},
+	}}
+	got, err := d.Prioritize(context.Background(), &extenderv1.ExtenderArgs{Pod: pendingPod(esData("es-data-1", "")), Nodes: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := extenderv1.HostPriorityList{{Host: "node-b", Score: 10}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Prioritize() mismatch (-want +got):\n%s", diff)
+	}
+}
