@@ -1,0 +1,48 @@
+# regosched — common tasks. `make help` lists them.
+SHELL := /bin/bash
+GO ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+OPA := $(GO) tool opa
+
+.PHONY: help build test unit rego e2e demo lint run bench fmt
+
+help: ## List the targets
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+build: ## Build bin/regosched
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/regosched ./cmd/regosched
+
+test: unit rego e2e ## Every test: vet, Go unit tests, Rego checks and tests, end-to-end suite
+
+unit: ## go vet and the Go unit tests (these also run the Rego tests through OPA's tester)
+	$(GO) vet ./...
+	$(GO) vet -tags e2e ./...
+	$(GO) test -race -count=1 ./...
+
+rego: ## opa fmt, opa check --strict and opa test with coverage on rego/
+	$(OPA) fmt --fail --list rego/
+	$(OPA) check --strict rego/
+	$(OPA) test --bundle --verbose rego/
+	$(OPA) test --bundle --coverage --threshold 90 rego/ > /dev/null
+
+e2e: ## End-to-end suite on a local control plane (builds etcd, kube-apiserver, kube-scheduler once, cached)
+	$(GO) test -tags e2e -count=1 -timeout 40m -v ./internal/localcluster/ ./internal/e2e/
+
+demo: ## Local control plane + regosched + kube-scheduler, a sample workload, a placement table
+	$(GO) run ./cmd/regosched-demo
+
+lint: ## go vet and golangci-lint
+	$(GO) vet ./...
+	$(GOLANGCI_LINT) run ./...
+
+run: build ## Serve against the cluster of $$KUBECONFIG
+	./bin/regosched serve --log-level=debug
+
+bench: ## Go benchmarks of the hot paths
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+fmt: ## Format Go and Rego
+	gofmt -w $$(git ls-files '*.go')
+	$(OPA) fmt -w rego/

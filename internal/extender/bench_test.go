@@ -1,0 +1,133 @@
+package extender
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/decision"
+	"github.com/regosched/regosched/internal/placement"
+	"github.com/regosched/regosched/internal/policy"
+)
+
+// benchPod is a bound Redis pod of cluster c in namespace ns.
+func benchPod(ns, c string, i int, node string) *corev1.Pod {
+	role := "replica"
+	if i%2 == 0 {
+		role = "master"
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: fmt.Sprintf("%s-%d", c, i), UID: types.UID(fmt.Sprintf("%s-%s-%d", ns, c, i)),
+			Labels: map[string]string{
+				"app.kubernetes.io/name":      "redis",
+				"app.kubernetes.io/instance":  c,
+				"app.kubernetes.io/component": role,
+				"regosched.io/shard":          fmt.Sprint(i / 2),
+			},
+		},
+		Spec:   corev1.PodSpec{NodeName: node},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+}
+
+// benchHandler serves the real API over a cache of `pods` bound Redis pods
+// (clusters of 6) on `nodes` nodes, and returns a filter request body for a
+// new master of cluster-0, whose 6 peers are spread over the nodes.
+func benchHandler(b *testing.B, nodes, pods int) (http.Handler, []byte) {
+	b.Helper()
+	objs := make([]runtime.Object, 0, nodes+pods)
+	names := make([]string, nodes)
+	for i := range names {
+		names[i] = fmt.Sprintf("node-%05d", i)
+		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: names[i], Labels: map[string]string{
+			"topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", i%3),
+		}}})
+	}
+	for i := range pods {
+		c := i / 6
+		objs = append(objs, benchPod("ns", fmt.Sprintf("cluster-%d", c), i%6, names[(i*7919)%nodes]))
+	}
+	pb, err := policy.LoadFS(regosched.DefaultPolicy(), "default")
+	if err != nil {
+		b.Fatal(err)
+	}
+	pol, err := policy.Compile(context.Background(), pb)
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	active, err := policy.NewActive(reg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	active.Store(pol)
+	log, _ := logtest.NewNullLogger()
+	cache, err := placement.New(fake.NewClientset(objs...), func(ctx context.Context, p *placement.Pod) ([]string, error) {
+		return pol.PeerKeys(ctx, p)
+	}, log)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(func() { cancel(); cache.Shutdown() })
+	cache.Start(ctx)
+	if !cache.WaitForSync(ctx) {
+		b.Fatal("cache did not sync")
+	}
+	d, err := decision.New(cache, active, log, reg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := New(Config{URLPrefix: "/scheduler", Decider: d, Ready: func() error { return nil },
+		Version: func() any { return nil }, Registerer: reg, Gatherer: reg, Log: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pending := benchPod("ns", "cluster-0", 6, "")
+	pending.Name, pending.UID = "cluster-0-new-master", "new-master"
+	body, err := json.Marshal(&extenderv1.ExtenderArgs{Pod: pending, NodeNames: &names})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h, body
+}
+
+func benchmarkVerb(b *testing.B, verb string) {
+	for _, size := range []struct{ nodes, pods int }{{100, 1000}, {5000, 1000}} {
+		b.Run(fmt.Sprintf("nodes=%d/pods=%d", size.nodes, size.pods), func(b *testing.B) {
+			h, body := benchHandler(b, size.nodes, size.pods)
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodPost, "/scheduler/"+verb, bytes.NewReader(body))
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK {
+					b.Fatalf("status %d: %s", rec.Code, rec.Body)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkFilter measures the whole filter handler: decode, peer look-up,
+// Rego, encode.
+func BenchmarkFilter(b *testing.B) { benchmarkVerb(b, "filter") }
+
+// BenchmarkPrioritize measures the whole prioritize handler.
+func BenchmarkPrioritize(b *testing.B) { benchmarkVerb(b, "prioritize") }
