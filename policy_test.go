@@ -20,7 +20,12 @@ func TestRego(t *testing.T) {
 		t.Fatal(err)
 	}
 	cov := cover.New()
-	ch, err := tester.NewRunner().SetStore(store).SetCoverageQueryTracer(cov).Run(ctx, modules)
+	txn, err := store.NewTransaction(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Abort(ctx, txn)
+	ch, err := tester.NewRunner().SetStore(store).SetModules(modules).SetCoverageQueryTracer(cov).RunTests(ctx, txn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -195,8 +195,7 @@ func TestDecisionErrors(t *testing.T) {
 }
 
 func TestHealthReadyVersionMetrics(t *testing.T) {
-	notReady := errors.New("placement cache has not synced with the API server yet")
-	var readyErr error = notReady
+	readyErr := errors.New("placement cache has not synced with the API server yet")
 	srv, _ := newServer(t, &stubDecider{}, func() error { return readyErr })
 
 	if status, _ := do(t, "GET", srv.URL+"/healthz", ""); status != 200 {

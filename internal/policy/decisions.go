@@ -109,6 +109,26 @@ func (p *Policy) Penalties(ctx context.Context, in *Input) ([]Penalty, error) {
 	return out, err
 }
 
+// Protected reports whether the policy forbids evicting pod to make room
+// for another (e.g. a Redis master). False when the bundle has no such rule.
+func (p *Policy) Protected(ctx context.Context, pod *placement.Pod) (bool, error) {
+	if p.protected == nil {
+		return false, nil
+	}
+	v, err := eval(ctx, *p.protected, podInput(pod))
+	if err != nil {
+		return false, fmt.Errorf("evaluating %s: %w", ProtectedRule, err)
+	}
+	switch b := v.(type) {
+	case nil:
+		return false, nil
+	case ast.Boolean:
+		return bool(b), nil
+	default:
+		return false, fmt.Errorf("%s: %v is not a boolean", ProtectedRule, v)
+	}
+}
+
 // smokeTest evaluates every entry point once on a pod and a peer that share
 // all labels, so that runtime errors of a new policy surface at load time.
 func (p *Policy) smokeTest(ctx context.Context) error {
@@ -122,7 +142,10 @@ func (p *Policy) smokeTest(ctx context.Context) error {
 	if _, err := p.Conflicts(ctx, in); err != nil {
 		return err
 	}
-	_, err := p.Penalties(ctx, in)
+	if _, err := p.Penalties(ctx, in); err != nil {
+		return err
+	}
+	_, err := p.Protected(ctx, peer)
 	return err
 }
 

@@ -2,11 +2,13 @@
 // once, and evaluates them per request with inputs built straight as Rego
 // values (no JSON round trip).
 //
-// A bundle must define three rules (see rego/ for the default policy):
+// A bundle must define three rules and may define a fourth (see rego/ for the
+// default policy):
 //
 //	data.regosched.peer_keys            input {pod}              set of group keys
 //	data.regosched.filter.conflicts     input {pod, peers, nodes} set of {node, rule, reason, peer}
 //	data.regosched.prioritize.penalties input {pod, peers, nodes} set of {topology_key, value, weight, rule, peer}
+//	data.regosched.preemption.protected input {pod}              true: never evict this pod (optional)
 //
 // Rego looks only at the pending pod and its peers; the arithmetic over
 // candidate nodes is done in Go by the callers.
@@ -32,6 +34,8 @@ const (
 	PeerKeysRule  = "data.regosched.peer_keys"
 	ConflictsRule = "data.regosched.filter.conflicts"
 	PenaltiesRule = "data.regosched.prioritize.penalties"
+	// ProtectedRule is optional: without it no pod is protected from preemption.
+	ProtectedRule = "data.regosched.preemption.protected"
 )
 
 // Policy is a compiled bundle, ready to evaluate. It is immutable and safe for
@@ -41,6 +45,7 @@ type Policy struct {
 	keys      rego.PreparedEvalQuery
 	conflicts rego.PreparedEvalQuery
 	penalties rego.PreparedEvalQuery
+	protected *rego.PreparedEvalQuery // nil when the bundle has no such rule
 }
 
 // Compile compiles b, prepares its entry points and evaluates each once on a
@@ -60,17 +65,26 @@ func Compile(ctx context.Context, b *bundle.Bundle) (*Policy, error) {
 	store := inmem.NewFromObjectWithOpts(b.Data, inmem.OptReturnASTValuesOnRead(true))
 
 	p := &Policy{revision: revision(b)}
+	var protected rego.PreparedEvalQuery
 	for _, q := range []struct {
-		rule string
-		dst  *rego.PreparedEvalQuery
+		rule     string
+		dst      *rego.PreparedEvalQuery
+		optional bool
 	}{
-		{PeerKeysRule, &p.keys},
-		{ConflictsRule, &p.conflicts},
-		{PenaltiesRule, &p.penalties},
+		{PeerKeysRule, &p.keys, false},
+		{ConflictsRule, &p.conflicts, false},
+		{PenaltiesRule, &p.penalties, false},
+		{ProtectedRule, &protected, true},
 	} {
 		ref := ast.MustParseRef(q.rule)
 		if len(compiler.GetRules(ref)) == 0 {
+			if q.optional {
+				continue
+			}
 			return nil, fmt.Errorf("policy defines no rule %s", q.rule)
+		}
+		if q.optional {
+			p.protected = q.dst
 		}
 		pq, err := rego.New(
 			rego.ParsedQuery(ast.NewBody(ast.NewExpr(ast.NewTerm(ref)))),
