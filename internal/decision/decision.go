@@ -11,11 +11,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/placement"
@@ -25,12 +27,35 @@ import (
 // ErrNoPolicy is returned while no policy is active.
 var ErrNoPolicy = errors.New("no active policy")
 
-// Placements is the view of the cluster that decisions need.
+// Placements is the view of the cluster that decisions need (implemented by
+// placement.Cache).
 type Placements interface {
-	// Peers returns the bound pods that share a key with the pod self.
+	// Peers returns the bound or assumed pods that share a key with the pod self.
 	Peers(keys []string, self types.UID) []*placement.Pod
 	// NodeLabels returns a node's labels and whether the node is known.
 	NodeLabels(name string) (map[string]string, bool)
+	// PodByUID returns a bound or assumed pod that belongs to a group.
+	PodByUID(uid types.UID) (*placement.Pod, bool)
+	// Reserve marks a pod that passed filter as in flight for ttl.
+	Reserve(pod *placement.Pod, keys []string, ttl time.Duration)
+	// Reserved returns an in-flight pod and its keys.
+	Reserved(uid types.UID) (*placement.Pod, []string, bool)
+	// Assume records a pod as bound before the informer reports it.
+	Assume(pod *placement.Pod, keys []string)
+	// WaitForPeers waits until no peer sharing keys is in flight, or ctx ends.
+	WaitForPeers(ctx context.Context, keys []string, self types.UID) (time.Duration, []*placement.Pod)
+}
+
+// Options tune the Decider.
+type Options struct {
+	// InFlightTTL bounds how long a pod that passed filter holds its peers
+	// back while its binding is not seen. Default 2s.
+	InFlightTTL time.Duration
+	// MaxWait bounds how long a filter call waits for in-flight peers; keep
+	// it well under the scheduler's httpTimeout (5s by default). Default 2s.
+	MaxWait time.Duration
+	// Client binds pods (bind verb) and reads pods unknown to the cache.
+	Client kubernetes.Interface
 }
 
 // Policies gives the policy to decide with; nil while none is active.
@@ -38,41 +63,67 @@ type Policies interface {
 	Load() *policy.Policy
 }
 
-// Decider answers filter and prioritize requests.
+// Decider answers the extender verbs.
 type Decider struct {
 	placements Placements
 	policies   Policies
 	log        logrus.FieldLogger
+	opts       Options
+	locks      *groupLocks
 	denials    *prometheus.CounterVec
+	waits      prometheus.Histogram
+	binds      *prometheus.CounterVec
 }
 
 // New returns a Decider whose metrics are registered on reg.
-func New(placements Placements, policies Policies, log logrus.FieldLogger, reg prometheus.Registerer) (*Decider, error) {
+func New(placements Placements, policies Policies, log logrus.FieldLogger, reg prometheus.Registerer, opts Options) (*Decider, error) {
+	if opts.InFlightTTL <= 0 {
+		opts.InFlightTTL = 2 * time.Second
+	}
+	if opts.MaxWait <= 0 {
+		opts.MaxWait = 2 * time.Second
+	}
 	d := &Decider{
 		placements: placements,
 		policies:   policies,
 		log:        log,
+		opts:       opts,
+		locks:      newGroupLocks(),
 		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regosched_filter_denials_total",
 			Help: "Candidate nodes removed by filter, by rule and by whether preemption could resolve the conflict.",
 		}, []string{"rule", "resolvable"}),
+		waits: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "regosched_inflight_wait_seconds",
+			Help:    "Time a filter call waited for peers that passed filter but whose binding was not yet seen.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 10), // 0.5ms .. ~2s
+		}),
+		binds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regosched_binds_total",
+			Help: "Bind verb outcomes: bound, refused (a hard rule would break), error.",
+		}, []string{"outcome"}),
 	}
-	if err := reg.Register(d.denials); err != nil {
-		return nil, fmt.Errorf("registering decision metrics: %w", err)
+	for _, c := range []prometheus.Collector{d.denials, d.waits, d.binds} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering decision metrics: %w", err)
+		}
 	}
 	return d, nil
 }
 
-// subject is a pending pod with the policy to judge it by and its peers.
+// subject is a pending pod with the policy to judge it by, its groups and
+// its peers.
 type subject struct {
 	policy *policy.Policy
 	pod    *placement.Pod
+	keys   []string
 	peers  []*placement.Pod
 }
 
-// lookup finds the peers of the pending pod. With no peers, no rule can
-// apply and callers skip all further policy work.
-func (d *Decider) lookup(ctx context.Context, pod *v1.Pod) (*subject, error) {
+// lookup finds the groups and the peers of the pending pod. With wait, it
+// first waits (bounded) for peers still in flight. With no peers, no rule
+// can apply and callers skip all further policy work.
+func (d *Decider) lookup(ctx context.Context, pod *v1.Pod, wait bool) (*subject, error) {
 	pol := d.policies.Load()
 	if pol == nil {
 		return nil, ErrNoPolicy
@@ -85,10 +136,33 @@ func (d *Decider) lookup(ctx context.Context, pod *v1.Pod) (*subject, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(keys) > 0 {
-		s.peers = d.placements.Peers(keys, s.pod.UID)
+	s.keys = keys
+	if len(keys) == 0 {
+		return s, nil
 	}
+	if wait {
+		d.waitForPeers(ctx, s)
+	}
+	s.peers = d.placements.Peers(keys, s.pod.UID)
 	return s, nil
+}
+
+func (d *Decider) waitForPeers(ctx context.Context, s *subject) {
+	ctx, cancel := context.WithTimeout(ctx, d.opts.MaxWait)
+	defer cancel()
+	waited, pending := d.placements.WaitForPeers(ctx, s.keys, s.pod.UID)
+	d.waits.Observe(waited.Seconds())
+	if len(pending) > 0 {
+		// Deciding now may miss where those peers land; with the bind verb
+		// configured the commit-time check still catches it.
+		names := make([]string, len(pending))
+		for i, p := range pending {
+			names[i] = p.Namespace + "/" + p.Name
+		}
+		d.log.WithFields(logrus.Fields{
+			"pod": s.pod.Namespace + "/" + s.pod.Name, "waited": waited, "inFlight": names,
+		}).Warn("peers still in flight after the wait limit; deciding without them")
+	}
 }
 
 // input is the policy input for s: the pod, its peers and their nodes' labels.

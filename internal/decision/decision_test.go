@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,39 +13,15 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
 )
-
-// fakePlacements serves peers by key from a fixed list; the cache's own
-// indexing is tested in package placement.
-type fakePlacements struct {
-	byKey map[string][]*placement.Pod
-	nodes map[string]map[string]string
-}
-
-func (f *fakePlacements) Peers(keys []string, self types.UID) []*placement.Pod {
-	seen := map[types.UID]bool{}
-	var out []*placement.Pod
-	for _, k := range keys {
-		for _, p := range f.byKey[k] {
-			if p.UID != self && !seen[p.UID] {
-				seen[p.UID] = true
-				out = append(out, p)
-			}
-		}
-	}
-	return out
-}
-
-func (f *fakePlacements) NodeLabels(name string) (map[string]string, bool) {
-	l, ok := f.nodes[name]
-	return l, ok
-}
 
 type staticPolicies struct{ p *policy.Policy }
 
@@ -92,6 +69,16 @@ func pendingPod(p *placement.Pod) *v1.Pod {
 	}
 }
 
+// podObject is the bound Kubernetes pod behind p.
+func podObject(p *placement.Pod) *v1.Pod {
+	prio := p.Priority
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Labels: p.Labels},
+		Spec:       v1.PodSpec{Priority: &prio, NodeName: p.Node},
+		Status:     v1.PodStatus{Phase: v1.PodRunning},
+	}
+}
+
 var zones = map[string]map[string]string{
 	"node-1": {"topology.kubernetes.io/zone": "zone-a"},
 	"node-2": {"topology.kubernetes.io/zone": "zone-b"},
@@ -99,14 +86,35 @@ var zones = map[string]map[string]string{
 	"node-4": {"topology.kubernetes.io/zone": "zone-a"},
 }
 
-func newDecider(t testing.TB, peers map[string][]*placement.Pod, reg prometheus.Registerer) *Decider {
+// newDecider runs the real placement cache over a fake clientset that holds
+// the nodes of zones and the given bound pods.
+func newDecider(t testing.TB, bound []*placement.Pod, reg prometheus.Registerer) (*Decider, *fake.Clientset) {
 	t.Helper()
+	var objs []runtime.Object
+	for name, labels := range zones {
+		objs = append(objs, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})
+	}
+	for _, p := range bound {
+		objs = append(objs, podObject(p))
+	}
+	client := fake.NewClientset(objs...)
+	pol := defaultPolicy(t)
 	log, _ := logtest.NewNullLogger()
-	d, err := New(&fakePlacements{byKey: peers, nodes: zones}, staticPolicies{defaultPolicy(t)}, log, reg)
+	cache, err := placement.New(client, pol.PeerKeys, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); cache.Shutdown() })
+	cache.Start(ctx)
+	if !cache.WaitForSync(ctx) {
+		t.Fatal("cache did not sync")
+	}
+	d, err := New(cache, staticPolicies{pol}, log, reg, Options{Client: client, MaxWait: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, client
 }
 
 func names(n ...string) *[]string { return &n }
@@ -116,7 +124,7 @@ func TestFilter(t *testing.T) {
 	tests := []struct {
 		name  string
 		pod   *placement.Pod
-		peers map[string][]*placement.Pod
+		peers []*placement.Pod
 		want  *extenderv1.ExtenderFilterResult
 	}{
 		{
@@ -133,10 +141,10 @@ func TestFilter(t *testing.T) {
 		{
 			name: "two masters never share a node; equal priority is unresolvable",
 			pod:  redis("cache-0-master", "master", "0", "", 0),
-			peers: map[string][]*placement.Pod{"redis/shop/cache": {
+			peers: []*placement.Pod{
 				redis("cache-1-master", "master", "1", "node-2", 0),
 				redis("cache-1-replica", "replica", "1", "node-3", 0),
-			}},
+			},
 			want: &extenderv1.ExtenderFilterResult{
 				NodeNames:   names("node-1", "node-3", "node-4"),
 				FailedNodes: extenderv1.FailedNodesMap{},
@@ -148,9 +156,9 @@ func TestFilter(t *testing.T) {
 		{
 			name: "a lower-priority conflicting peer can be preempted",
 			pod:  redis("cache-0-master", "master", "0", "", 1000),
-			peers: map[string][]*placement.Pod{"redis/shop/cache": {
+			peers: []*placement.Pod{
 				redis("cache-1-master", "master", "1", "node-2", 0),
-			}},
+			},
 			want: &extenderv1.ExtenderFilterResult{
 				NodeNames: names("node-1", "node-3", "node-4"),
 				FailedNodes: extenderv1.FailedNodesMap{
@@ -162,11 +170,11 @@ func TestFilter(t *testing.T) {
 		{
 			name: "replica avoids the master of its own shard only",
 			pod:  redis("cache-0-replica", "replica", "0", "", 0),
-			peers: map[string][]*placement.Pod{"redis/shop/cache": {
+			peers: []*placement.Pod{
 				redis("cache-0-master", "master", "0", "node-1", 0),
 				redis("cache-1-master", "master", "1", "node-2", 0),
 				redis("cache-1-replica", "replica", "1", "node-3", 0),
-			}},
+			},
 			want: &extenderv1.ExtenderFilterResult{
 				NodeNames:   names("node-2", "node-3", "node-4"),
 				FailedNodes: extenderv1.FailedNodesMap{},
@@ -178,10 +186,10 @@ func TestFilter(t *testing.T) {
 		{
 			name: "several conflicts on one node are all named, in order",
 			pod:  redis("cache-0-master", "master", "0", "", 0),
-			peers: map[string][]*placement.Pod{"redis/shop/cache": {
+			peers: []*placement.Pod{
 				redis("cache-1-master", "master", "1", "node-4", 0),
 				redis("cache-0-replica", "replica", "0", "node-4", 0),
-			}},
+			},
 			want: &extenderv1.ExtenderFilterResult{
 				NodeNames:   names("node-1", "node-2", "node-3"),
 				FailedNodes: extenderv1.FailedNodesMap{},
@@ -194,9 +202,9 @@ func TestFilter(t *testing.T) {
 		{
 			name: "a conflict on a node that is not a candidate changes nothing",
 			pod:  esData("es-data-2", ""),
-			peers: map[string][]*placement.Pod{"elasticsearch/logs/es": {
+			peers: []*placement.Pod{
 				esData("es-data-0", "node-9"),
-			}},
+			},
 			want: &extenderv1.ExtenderFilterResult{
 				NodeNames:                  names(candidates...),
 				FailedNodes:                extenderv1.FailedNodesMap{},
@@ -206,7 +214,7 @@ func TestFilter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := newDecider(t, tt.peers, prometheus.NewRegistry())
+			d, _ := newDecider(t, tt.peers, prometheus.NewRegistry())
 			got, err := d.Filter(context.Background(), &extenderv1.ExtenderArgs{
 				Pod: pendingPod(tt.pod), NodeNames: names(candidates...),
 			})
@@ -222,9 +230,9 @@ func TestFilter(t *testing.T) {
 
 func TestFilterFullNodes(t *testing.T) {
 	// A scheduler without nodeCacheCapable sends and expects Node objects.
-	d := newDecider(t, map[string][]*placement.Pod{"elasticsearch/logs/es": {
+	d, _ := newDecider(t, []*placement.Pod{
 		esData("es-data-0", "node-1"), esData("es-data-1", "node-3"),
-	}}, prometheus.NewRegistry())
+	}, prometheus.NewRegistry())
 	nodes := &v1.NodeList{}
 	for _, n := range []string{"node-1", "node-2", "node-3"} {
 		nodes.Items = append(nodes.Items, v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: zones[n]}})
@@ -248,7 +256,7 @@ func TestFilterFullNodes(t *testing.T) {
 
 func TestFilterCountsDenials(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	d := newDecider(t, map[string][]*placement.Pod{"elasticsearch/logs/es": {esData("es-data-0", "node-1")}}, reg)
+	d, _ := newDecider(t, []*placement.Pod{esData("es-data-0", "node-1")}, reg)
 	if _, err := d.Filter(context.Background(), &extenderv1.ExtenderArgs{
 		Pod: pendingPod(esData("es-data-1", "")), NodeNames: names("node-1", "node-2"),
 	}); err != nil {
@@ -260,7 +268,11 @@ func TestFilterCountsDenials(t *testing.T) {
 }
 
 func TestNoPolicy(t *testing.T) {
-	d, err := New(&fakePlacements{}, staticPolicies{}, logrus.New(), prometheus.NewRegistry())
+	cache, err := placement.New(fake.NewClientset(), nil, logrus.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(cache, staticPolicies{}, logrus.New(), prometheus.NewRegistry(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +290,7 @@ func TestPrioritize(t *testing.T) {
 	tests := []struct {
 		name  string
 		pod   *placement.Pod
-		peers map[string][]*placement.Pod
+		peers []*placement.Pod
 		want  extenderv1.HostPriorityList
 	}{
 		{
@@ -292,10 +304,10 @@ func TestPrioritize(t *testing.T) {
 			// node-4 are penalised. Totals 3, 1, 0, 2: scores 0, 7, 10, 3.
 			name: "spread over nodes and keep a shard's members in other zones",
 			pod:  redis("cache-0-replica", "replica", "0", "", 0),
-			peers: map[string][]*placement.Pod{"redis/shop/cache": {
+			peers: []*placement.Pod{
 				redis("cache-0-master", "master", "0", "node-1", 0),
 				redis("cache-1-master", "master", "1", "node-2", 0),
-			}},
+			},
 			want: extenderv1.HostPriorityList{
 				{Host: "node-2", Score: 7},
 				{Host: "node-3", Score: 10},
@@ -305,9 +317,9 @@ func TestPrioritize(t *testing.T) {
 		{
 			name: "ES data instances spread over nodes and zones",
 			pod:  esData("es-data-1", ""),
-			peers: map[string][]*placement.Pod{"elasticsearch/logs/es": {
+			peers: []*placement.Pod{
 				esData("es-data-0", "node-2"),
-			}},
+			},
 			// node-2: spread 1 + zone 2 = 3; others 0.
 			want: extenderv1.HostPriorityList{
 				{Host: "node-1", Score: 10},
@@ -318,7 +330,7 @@ func TestPrioritize(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := newDecider(t, tt.peers, prometheus.NewRegistry())
+			d, _ := newDecider(t, tt.peers, prometheus.NewRegistry())
 			got, err := d.Prioritize(context.Background(), &extenderv1.ExtenderArgs{
 				Pod: pendingPod(tt.pod), NodeNames: names(candidates...),
 			})
@@ -334,14 +346,8 @@ func TestPrioritize(t *testing.T) {
 
 func TestPrioritizeFullNodesUsesRequestLabels(t *testing.T) {
 	// Labels come from the Node objects in the request, not from the cache
-	// (which, here, knows no node at all).
-	log, _ := logtest.NewNullLogger()
-	d, err := New(&fakePlacements{byKey: map[string][]*placement.Pod{"elasticsearch/logs/es": {esData("es-data-0", "node-x")}},
-		nodes: map[string]map[string]string{"node-x": {"topology.kubernetes.io/zone": "zone-a"}}},
-		staticPolicies{defaultPolicy(t)}, log, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	// (which knows node-1 to node-4, none of them candidates here).
+	d, _ := newDecider(t, []*placement.Pod{esData("es-data-0", "node-1")}, prometheus.NewRegistry())
 	nodes := &v1.NodeList{Items: []v1.Node{
 		{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"topology.kubernetes.io/zone": "zone-a"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "node-b", Labels: map[string]string{"topology.kubernetes.io/zone": "zone-b"}}},

@@ -19,10 +19,27 @@ import (
 // FailedAndUnresolvableNodes. The result echoes the form of the request:
 // NodeNames for NodeNames, Nodes for Nodes.
 func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error) {
-	s, err := d.lookup(ctx, args.Pod)
+	s, err := d.lookup(ctx, args.Pod, true)
 	if err != nil {
 		return nil, err
 	}
+	result, err := d.filter(ctx, s, args)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.keys) > 0 && filterKeeps(result) {
+		// From now until its binding is seen, this pod holds its peers'
+		// filter calls back: they must not decide without knowing its node.
+		d.placements.Reserve(s.pod, s.keys, d.opts.InFlightTTL)
+	}
+	return result, nil
+}
+
+func filterKeeps(r *extenderv1.ExtenderFilterResult) bool {
+	return (r.NodeNames != nil && len(*r.NodeNames) > 0) || (r.Nodes != nil && len(r.Nodes.Items) > 0)
+}
+
+func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error) {
 	if len(s.peers) == 0 {
 		return passAll(args), nil
 	}
@@ -105,6 +122,11 @@ func joinReasons(cs []policy.Conflict) string {
 	for i, c := range cs {
 		reasons[i] = c.Reason
 	}
-	slices.Sort(reasons)
-	return strings.Join(slices.Compact(reasons), "; ")
+	return joinStrings(reasons)
+}
+
+func joinStrings(s []string) string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return strings.Join(slices.Compact(s), "; ")
 }

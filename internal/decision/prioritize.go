@@ -16,7 +16,8 @@ const hostnameKey = "kubernetes.io/hostname"
 // Nodes that score 0 are left out of the answer (kube-scheduler scores a
 // missing node 0), and a pod with no peers gets an empty list: no preference.
 func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
-	s, err := d.lookup(ctx, args.Pod)
+	// No wait: filter, just before, waited for the same peers.
+	s, err := d.lookup(ctx, args.Pod, false)
 	if err != nil {
 		return nil, err
 	}

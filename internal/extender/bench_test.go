@@ -89,7 +89,7 @@ func benchHandler(b *testing.B, nodes, pods int) (http.Handler, []byte) {
 	if !cache.WaitForSync(ctx) {
 		b.Fatal("cache did not sync")
 	}
-	d, err := decision.New(cache, active, log, reg)
+	d, err := decision.New(cache, active, log, reg, decision.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -34,6 +34,8 @@ const DefaultMaxBodyBytes = 32 << 20
 type Decider interface {
 	Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error)
 	Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error)
+	Preempt(ctx context.Context, args *extenderv1.ExtenderPreemptionArgs) (*extenderv1.ExtenderPreemptionResult, error)
+	Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) error
 }
 
 // Config wires the handler.
@@ -89,8 +91,10 @@ func New(cfg Config) (http.Handler, error) {
 	if prefix == "/" {
 		prefix = ""
 	}
-	r.Handle(prefix+"/filter", h.verb("filter", h.filter)).Methods(http.MethodPost)
-	r.Handle(prefix+"/prioritize", h.verb("prioritize", h.prioritize)).Methods(http.MethodPost)
+	r.Handle(prefix+"/filter", verb(h, "filter", decodeArgs, h.filter)).Methods(http.MethodPost)
+	r.Handle(prefix+"/prioritize", verb(h, "prioritize", decodeArgs, h.prioritize)).Methods(http.MethodPost)
+	r.Handle(prefix+"/preempt", verb(h, "preempt", decodePreemptionArgs, h.preempt)).Methods(http.MethodPost)
+	r.Handle(prefix+"/bind", verb(h, "bind", decodeBindingArgs, h.bind)).Methods(http.MethodPost)
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}).Methods(http.MethodGet)
@@ -125,11 +129,11 @@ type outcome struct {
 }
 
 // verb wraps an extender verb: body limit, decoding, metrics and logging.
-func (h *handler) verb(name string, answer func(context.Context, *extenderv1.ExtenderArgs) outcome) http.Handler {
+func verb[A any](h *handler, name string, decode func(io.Reader) (*A, error), answer func(context.Context, *A) outcome) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		var out outcome
-		args, err := decodeArgs(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+		args, err := decode(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 		switch {
 		case err == nil:
 			out = answer(r.Context(), args)
@@ -148,8 +152,8 @@ func (h *handler) verb(name string, answer func(context.Context, *extenderv1.Ext
 		h.requests.WithLabelValues(name, out.label).Inc()
 		h.duration.WithLabelValues(name, out.label).Observe(elapsed.Seconds())
 		log := h.cfg.Log.WithFields(logrus.Fields{"verb": name, "status": out.status, "duration": elapsed})
-		if args != nil && args.Pod != nil {
-			log = log.WithField("pod", args.Pod.Namespace+"/"+args.Pod.Name)
+		if args != nil {
+			log = log.WithField("pod", podName(args))
 		}
 		if out.err != nil {
 			log.WithError(out.err).Warn("extender request failed")
@@ -178,17 +182,56 @@ func (h *handler) prioritize(ctx context.Context, args *extenderv1.ExtenderArgs)
 	return outcome{status: http.StatusOK, label: "ok", body: res}
 }
 
-// decodeArgs reads one ExtenderArgs document and nothing after it.
-func decodeArgs(body io.Reader) (*extenderv1.ExtenderArgs, error) {
+func (h *handler) preempt(ctx context.Context, args *extenderv1.ExtenderPreemptionArgs) outcome {
+	res, err := h.cfg.Decider.Preempt(ctx, args)
+	if err != nil {
+		// ExtenderPreemptionResult has no error field.
+		return outcome{status: http.StatusInternalServerError, label: "error", err: err}
+	}
+	return outcome{status: http.StatusOK, label: "ok", body: res}
+}
+
+func (h *handler) bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) outcome {
+	if err := h.cfg.Decider.Bind(ctx, args); err != nil {
+		// The Error field makes the scheduler forget the pod's assumed
+		// placement and requeue it; its text reaches the pod's events.
+		return outcome{status: http.StatusOK, label: "error", err: err,
+			body: &extenderv1.ExtenderBindingResult{Error: err.Error()}}
+	}
+	return outcome{status: http.StatusOK, label: "ok", body: &extenderv1.ExtenderBindingResult{}}
+}
+
+func podName(args any) string {
+	switch a := args.(type) {
+	case *extenderv1.ExtenderArgs:
+		return a.Pod.Namespace + "/" + a.Pod.Name
+	case *extenderv1.ExtenderPreemptionArgs:
+		return a.Pod.Namespace + "/" + a.Pod.Name
+	case *extenderv1.ExtenderBindingArgs:
+		return a.PodNamespace + "/" + a.PodName
+	}
+	return ""
+}
+
+// decodeJSON reads one JSON document into v and rejects anything after it.
+func decodeJSON(body io.Reader, v any, what string) error {
 	dec := json.NewDecoder(body)
-	var args extenderv1.ExtenderArgs
-	if err := dec.Decode(&args); err != nil {
-		return nil, fmt.Errorf("decoding ExtenderArgs: %w", err)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("decoding %s: %w", what, err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		if err == nil || !errors.As(err, new(*http.MaxBytesError)) {
-			return nil, errors.New("decoding ExtenderArgs: unexpected data after the JSON document")
+			return fmt.Errorf("decoding %s: unexpected data after the JSON document", what)
 		}
+		return err
+	}
+	return nil
+}
+
+// decodeArgs reads the body of filter and prioritize.
+func decodeArgs(body io.Reader) (*extenderv1.ExtenderArgs, error) {
+	var args extenderv1.ExtenderArgs
+	if err := decodeJSON(body, &args, "ExtenderArgs"); err != nil {
 		return nil, err
 	}
 	if args.Pod == nil {
@@ -196,6 +239,30 @@ func decodeArgs(body io.Reader) (*extenderv1.ExtenderArgs, error) {
 	}
 	if args.NodeNames == nil && args.Nodes == nil {
 		return nil, errors.New("ExtenderArgs has neither NodeNames nor Nodes")
+	}
+	return &args, nil
+}
+
+// decodePreemptionArgs reads the body of preempt.
+func decodePreemptionArgs(body io.Reader) (*extenderv1.ExtenderPreemptionArgs, error) {
+	var args extenderv1.ExtenderPreemptionArgs
+	if err := decodeJSON(body, &args, "ExtenderPreemptionArgs"); err != nil {
+		return nil, err
+	}
+	if args.Pod == nil {
+		return nil, errors.New("ExtenderPreemptionArgs has no Pod")
+	}
+	return &args, nil
+}
+
+// decodeBindingArgs reads the body of bind.
+func decodeBindingArgs(body io.Reader) (*extenderv1.ExtenderBindingArgs, error) {
+	var args extenderv1.ExtenderBindingArgs
+	if err := decodeJSON(body, &args, "ExtenderBindingArgs"); err != nil {
+		return nil, err
+	}
+	if args.PodName == "" || args.PodNamespace == "" || args.PodUID == "" || args.Node == "" {
+		return nil, errors.New("ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node")
 	}
 	return &args, nil
 }

@@ -21,8 +21,11 @@ import (
 type stubDecider struct {
 	filter     *extenderv1.ExtenderFilterResult
 	priorities extenderv1.HostPriorityList
+	preemption *extenderv1.ExtenderPreemptionResult
 	err        error
 	got        *extenderv1.ExtenderArgs
+	gotPreempt *extenderv1.ExtenderPreemptionArgs
+	gotBind    *extenderv1.ExtenderBindingArgs
 }
 
 func (s *stubDecider) Filter(_ context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error) {
@@ -33,6 +36,16 @@ func (s *stubDecider) Filter(_ context.Context, args *extenderv1.ExtenderArgs) (
 func (s *stubDecider) Prioritize(_ context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
 	s.got = args
 	return s.priorities, s.err
+}
+
+func (s *stubDecider) Preempt(_ context.Context, args *extenderv1.ExtenderPreemptionArgs) (*extenderv1.ExtenderPreemptionResult, error) {
+	s.gotPreempt = args
+	return s.preemption, s.err
+}
+
+func (s *stubDecider) Bind(_ context.Context, args *extenderv1.ExtenderBindingArgs) error {
+	s.gotBind = args
+	return s.err
 }
 
 func newServer(t *testing.T, d Decider, ready func() error) (*httptest.Server, *prometheus.Registry) {
@@ -105,10 +118,14 @@ func TestBadRequests(t *testing.T) {
 		{"wrong method", "GET", "/scheduler/filter", ``, 405, "method GET not allowed"},
 		{"wrong method on health", "POST", "/healthz", ``, 405, "method POST not allowed"},
 		{"unknown verb", "POST", "/scheduler/bindz", validArgs, 404, "no such endpoint"},
+		{"preempt without pod", "POST", "/scheduler/preempt", `{"NodeNameToMetaVictims":{}}`, 400, "ExtenderPreemptionArgs has no Pod"},
+		{"preempt malformed", "POST", "/scheduler/preempt", `{"Pod":`, 400, "decoding ExtenderPreemptionArgs"},
+		{"bind without node", "POST", "/scheduler/bind", `{"PodName":"p","PodNamespace":"ns","PodUID":"u"}`, 400, "needs PodName, PodNamespace, PodUID and Node"},
+		{"bind malformed", "POST", "/scheduler/bind", `{"PodName":1}`, 400, "decoding ExtenderBindingArgs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			stub.got = nil
+			stub.got, stub.gotPreempt, stub.gotBind = nil, nil, nil
 			status, body := do(t, tt.method, srv.URL+tt.path, tt.body)
 			if status != tt.wantStatus {
 				t.Errorf("status = %d, want %d (body %s)", status, tt.wantStatus, body)
@@ -120,7 +137,7 @@ func TestBadRequests(t *testing.T) {
 			if !strings.Contains(e.Error, tt.wantError) {
 				t.Errorf("error = %q, want it to contain %q", e.Error, tt.wantError)
 			}
-			if stub.got != nil {
+			if stub.got != nil || stub.gotPreempt != nil || stub.gotBind != nil {
 				t.Errorf("decider was called for a bad request")
 			}
 		})
@@ -170,6 +187,41 @@ func TestVerbs(t *testing.T) {
 
 	if got, _ := testutil.GatherAndCount(reg, "regosched_requests_total"); got != 2 {
 		t.Errorf("regosched_requests_total has %d series, want 2 (filter ok, prioritize ok)", got)
+	}
+}
+
+func TestPreemptAndBind(t *testing.T) {
+	stub := &stubDecider{preemption: &extenderv1.ExtenderPreemptionResult{NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{
+		"n1": {Pods: []*extenderv1.MetaPod{{UID: "v1"}}},
+	}}}
+	srv, _ := newServer(t, stub, nil)
+
+	status, body := do(t, "POST", srv.URL+"/scheduler/preempt",
+		`{"Pod":{"metadata":{"name":"p","namespace":"ns"}},"NodeNameToMetaVictims":{"n1":{"Pods":[],"NumPDBViolations":0}}}`)
+	var pr extenderv1.ExtenderPreemptionResult
+	if err := json.Unmarshal([]byte(body), &pr); err != nil {
+		t.Fatal(err)
+	}
+	if status != 200 {
+		t.Fatalf("preempt status = %d, body %s", status, body)
+	}
+	if diff := cmp.Diff(stub.preemption, &pr); diff != "" {
+		t.Errorf("preempt result mismatch (-want +got):\n%s", diff)
+	}
+
+	status, body = do(t, "POST", srv.URL+"/scheduler/bind", `{"PodName":"p","PodNamespace":"ns","PodUID":"u","Node":"n1"}`)
+	if status != 200 || strings.TrimSpace(body) != `{"Error":""}` {
+		t.Errorf("bind = %d %s, want 200 with an empty Error", status, body)
+	}
+	want := &extenderv1.ExtenderBindingArgs{PodName: "p", PodNamespace: "ns", PodUID: "u", Node: "n1"}
+	if diff := cmp.Diff(want, stub.gotBind); diff != "" {
+		t.Errorf("decoded binding args mismatch (-want +got):\n%s", diff)
+	}
+
+	stub.err = errors.New("refused: binding ns/p to n1 would break a rule")
+	status, body = do(t, "POST", srv.URL+"/scheduler/bind", `{"PodName":"p","PodNamespace":"ns","PodUID":"u","Node":"n1"}`)
+	if status != 200 || !strings.Contains(body, "would break a rule") {
+		t.Errorf("refused bind = %d %s, want 200 with the reason in Error", status, body)
 	}
 }
 
@@ -238,3 +290,9 @@ func (panicky) Filter(context.Context, *extenderv1.ExtenderArgs) (*extenderv1.Ex
 func (panicky) Prioritize(context.Context, *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
 	panic("bug")
 }
+
+func (panicky) Preempt(context.Context, *extenderv1.ExtenderPreemptionArgs) (*extenderv1.ExtenderPreemptionResult, error) {
+	panic("bug")
+}
+
+func (panicky) Bind(context.Context, *extenderv1.ExtenderBindingArgs) error { panic("bug") }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 )
 
 // KeyFunc returns the groups a pod belongs to. Two pods are peers when they
@@ -39,6 +40,7 @@ type Cache struct {
 	nodes     cache.SharedIndexInformer
 	synced    []cache.InformerSynced
 	keyFunc   atomic.Pointer[KeyFunc]
+	clock     clock.WithTicker
 
 	// writeMu serialises writers (informer events and re-indexing), so that a
 	// re-index never overwrites a newer event with an older object.
@@ -46,7 +48,20 @@ type Cache struct {
 	// mu guards the maps below for readers.
 	mu     sync.RWMutex
 	byName map[string]*entry          // namespace/name -> entry
+	byUID  map[types.UID]string       // uid -> namespace/name
 	groups map[string]map[string]*Pod // group key -> namespace/name -> pod
+	// inflight holds pods that passed filter and are not yet seen bound;
+	// landed is closed (and replaced) whenever one lands.
+	inflight map[types.UID]*inflight
+	landed   chan struct{}
+}
+
+// Option configures a Cache.
+type Option func(*Cache)
+
+// WithClock replaces the real clock, for tests of in-flight expiry.
+func WithClock(c clock.WithTicker) Option {
+	return func(cache *Cache) { cache.clock = c }
 }
 
 type entry struct {
@@ -56,11 +71,18 @@ type entry struct {
 
 // New builds a cache over the cluster that client talks to. keys tells which
 // pods matter and how they group; SetKeyFunc replaces it later.
-func New(client kubernetes.Interface, keys KeyFunc, log logrus.FieldLogger) (*Cache, error) {
+func New(client kubernetes.Interface, keys KeyFunc, log logrus.FieldLogger, opts ...Option) (*Cache, error) {
 	c := &Cache{
-		log:    log,
-		byName: map[string]*entry{},
-		groups: map[string]map[string]*Pod{},
+		log:      log,
+		clock:    clock.RealClock{},
+		byName:   map[string]*entry{},
+		byUID:    map[types.UID]string{},
+		groups:   map[string]map[string]*Pod{},
+		inflight: map[types.UID]*inflight{},
+		landed:   make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(c)
 	}
 	c.keyFunc.Store(&keys)
 
@@ -241,6 +263,8 @@ func (c *Cache) remove(obj any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.unindexLocked(p.Namespace + "/" + p.Name)
+	// A pod deleted in flight will never land: stop waiting for it.
+	c.landedLocked(p.UID)
 }
 
 // upsertLocked (re)indexes p. The caller holds writeMu.
@@ -261,10 +285,20 @@ func (c *Cache) upsertLocked(ctx context.Context, obj *corev1.Pod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.unindexLocked(name)
+	if obj.Spec.NodeName != "" {
+		// Seen bound: whatever was in flight has landed.
+		c.landedLocked(pod.UID)
+	}
+	c.indexLocked(name, pod, keys)
+}
+
+// indexLocked adds a pod to its groups. The caller holds mu.
+func (c *Cache) indexLocked(name string, pod *Pod, keys []string) {
 	if len(keys) == 0 {
 		return
 	}
 	c.byName[name] = &entry{pod: pod, keys: keys}
+	c.byUID[pod.UID] = name
 	for _, k := range keys {
 		g := c.groups[k]
 		if g == nil {
@@ -275,6 +309,17 @@ func (c *Cache) upsertLocked(ctx context.Context, obj *corev1.Pod) {
 	}
 }
 
+// PodByUID returns an indexed (bound or assumed) pod.
+func (c *Cache) PodByUID(uid types.UID) (*Pod, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e, ok := c.byName[c.byUID[uid]]
+	if !ok {
+		return nil, false
+	}
+	return e.pod, true
+}
+
 // unindexLocked removes a pod from every group. The caller holds mu.
 func (c *Cache) unindexLocked(name string) {
 	e, ok := c.byName[name]
@@ -282,6 +327,7 @@ func (c *Cache) unindexLocked(name string) {
 		return
 	}
 	delete(c.byName, name)
+	delete(c.byUID, e.pod.UID)
 	for _, k := range e.keys {
 		delete(c.groups[k], name)
 		if len(c.groups[k]) == 0 {

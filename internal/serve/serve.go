@@ -35,8 +35,12 @@ type Options struct {
 	DefaultPolicy fs.FS
 	URLPrefix     string
 	MaxBodyBytes  int64
-	Version       string
-	Log           logrus.FieldLogger
+	// InFlightTTL and InFlightWait bound the wait for peers that passed
+	// filter but whose binding is not yet seen (see decision.Options).
+	InFlightTTL  time.Duration
+	InFlightWait time.Duration
+	Version      string
+	Log          logrus.FieldLogger
 }
 
 // Run serves until ctx ends, then shuts down gracefully.
@@ -79,7 +83,11 @@ func Run(ctx context.Context, opts Options) error {
 	if err := cache.RegisterMetrics(reg); err != nil {
 		return err
 	}
-	decider, err := decision.New(cache, active, log.WithField("component", "decision"), reg)
+	decider, err := decision.New(cache, active, log.WithField("component", "decision"), reg, decision.Options{
+		InFlightTTL: opts.InFlightTTL,
+		MaxWait:     opts.InFlightWait,
+		Client:      client,
+	})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,98 @@
+package decision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/regosched/regosched/internal/placement"
+)
+
+// ErrRefused wraps a bind that would break a hard rule.
+var ErrRefused = errors.New("refused")
+
+// Bind binds a pod to the node the scheduler chose, after a commit-time
+// check: under the lock of the pod's groups, the pod is judged against the
+// cache plus every placement accepted but not yet seen by the informer. A
+// bind that would break a hard rule is refused (the scheduler then puts the
+// pod back in its queue). An accepted binding is recorded before answering,
+// so the next peer's decision sees it at once.
+func (d *Decider) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) error {
+	pol := d.policies.Load()
+	if pol == nil {
+		return ErrNoPolicy
+	}
+	name := args.PodNamespace + "/" + args.PodName
+	pod, keys, err := d.bindSubject(ctx, args)
+	if err != nil {
+		d.binds.WithLabelValues("error").Inc()
+		return err
+	}
+
+	unlock := d.locks.lock(keys)
+	defer unlock()
+	if len(keys) > 0 {
+		s := &subject{policy: pol, pod: pod, keys: keys, peers: d.placements.Peers(keys, pod.UID)}
+		conflicts, err := pol.Conflicts(ctx, d.input(s))
+		if err != nil {
+			d.binds.WithLabelValues("error").Inc()
+			return err
+		}
+		var here []string
+		for _, c := range conflicts {
+			if c.Node == args.Node {
+				here = append(here, c.Reason)
+			}
+		}
+		if len(here) > 0 {
+			d.binds.WithLabelValues("refused").Inc()
+			return fmt.Errorf("%w: binding %s to %s would break a rule: %s", ErrRefused, name, args.Node, joinStrings(here))
+		}
+	}
+
+	binding := &v1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: args.PodNamespace, Name: args.PodName, UID: args.PodUID},
+		Target:     v1.ObjectReference{Kind: "Node", Name: args.Node},
+	}
+	if err := d.opts.Client.CoreV1().Pods(args.PodNamespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
+		// A retried bind whose first attempt went through is not an error;
+		// anything else is, and nothing is recorded.
+		current, getErr := d.opts.Client.CoreV1().Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})
+		if getErr != nil || current.UID != args.PodUID || current.Spec.NodeName != args.Node {
+			d.binds.WithLabelValues("error").Inc()
+			return fmt.Errorf("binding %s to %s: %w", name, args.Node, err)
+		}
+	}
+	placed := *pod
+	placed.Node = args.Node
+	d.placements.Assume(&placed, keys)
+	d.binds.WithLabelValues("bound").Inc()
+	d.log.WithFields(map[string]any{"pod": name, "node": args.Node}).Debug("bound")
+	return nil
+}
+
+// bindSubject is the pod to bind and its groups: from the in-flight record
+// filter left, else (after a restart, or an unusual scheduler) from the API.
+func (d *Decider) bindSubject(ctx context.Context, args *extenderv1.ExtenderBindingArgs) (*placement.Pod, []string, error) {
+	if pod, keys, ok := d.placements.Reserved(args.PodUID); ok {
+		return pod, keys, nil
+	}
+	obj, err := d.opts.Client.CoreV1().Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading pod %s/%s to bind: %w", args.PodNamespace, args.PodName, err)
+	}
+	if obj.UID != args.PodUID {
+		return nil, nil, fmt.Errorf("pod %s/%s has UID %s, not %s: it was replaced", args.PodNamespace, args.PodName, obj.UID, args.PodUID)
+	}
+	pod := placement.PodFromObject(obj)
+	pod.Node = ""
+	keys, err := d.policies.Load().PeerKeys(ctx, pod)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pod, keys, nil
+}

@@ -1,0 +1,129 @@
+package placement
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// In-flight pods close the gap between a decision and the informer.
+//
+// kube-scheduler assumes a pod on a node and binds it asynchronously, so the
+// filter call for the next pod of the same group can arrive before any
+// informer has seen the first pod bound. A pod that passed filter is
+// therefore "in flight" until its binding is seen (or recorded by our own
+// bind verb), it is deleted, or its reservation expires; a peer's filter
+// waits for it, bounded, before deciding.
+
+// inflight is a pod that passed filter and is not yet seen bound.
+type inflight struct {
+	pod     *Pod
+	keys    []string
+	expires time.Time
+}
+
+// Reserve marks pod (pending, with its groups) in flight for ttl: peers that
+// ask WaitForPeers in the meantime wait until it lands or expires.
+func (c *Cache) Reserve(pod *Pod, keys []string, ttl time.Duration) {
+	if len(keys) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inflight[pod.UID] = &inflight{pod: pod, keys: keys, expires: c.clock.Now().Add(ttl)}
+}
+
+// Reserved returns the pod that Reserve recorded under uid, if still in flight.
+func (c *Cache) Reserved(uid types.UID) (*Pod, []string, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	f, ok := c.inflight[uid]
+	if !ok {
+		return nil, nil, false
+	}
+	return f.pod, f.keys, true
+}
+
+// Assume records pod (with Node set) as bound before the informer reports
+// it, and ends its flight. The informer's own report replaces it later.
+func (c *Cache) Assume(pod *Pod, keys []string) {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	name := pod.Namespace + "/" + pod.Name
+	c.unindexLocked(name)
+	c.indexLocked(name, pod, keys)
+	c.landedLocked(pod.UID)
+}
+
+// WaitForPeers blocks until no pod other than self that shares one of keys
+// is in flight, or ctx ends. It returns how long it waited and the pods
+// still in flight when it gave up (none on success).
+func (c *Cache) WaitForPeers(ctx context.Context, keys []string, self types.UID) (time.Duration, []*Pod) {
+	start := c.clock.Now()
+	for {
+		c.mu.Lock()
+		now := c.clock.Now()
+		var blocking []*Pod
+		var next time.Time
+		for uid, f := range c.inflight {
+			if !now.Before(f.expires) {
+				// Expired: the scheduler gave up on it or bound it elsewhere
+				// without our seeing it; it no longer holds anyone back.
+				delete(c.inflight, uid)
+				continue
+			}
+			if uid == self || !shareKey(f.keys, keys) {
+				continue
+			}
+			blocking = append(blocking, f.pod)
+			if next.IsZero() || f.expires.Before(next) {
+				next = f.expires
+			}
+		}
+		changed := c.landed
+		c.mu.Unlock()
+		if len(blocking) == 0 {
+			return c.clock.Since(start), nil
+		}
+		timer := c.clock.NewTimer(next.Sub(now))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return c.clock.Since(start), blocking
+		case <-changed:
+		case <-timer.C():
+		}
+		timer.Stop()
+	}
+}
+
+// landedLocked ends the flight of uid and wakes the waiters. The caller holds mu.
+func (c *Cache) landedLocked(uid types.UID) {
+	if _, ok := c.inflight[uid]; !ok {
+		return
+	}
+	delete(c.inflight, uid)
+	close(c.landed)
+	c.landed = make(chan struct{})
+}
+
+// InFlight is the number of pods in flight, for metrics and tests.
+func (c *Cache) InFlight() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.inflight)
+}
+
+func shareKey(a, b []string) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x == y {
+				return true
+			}
+		}
+	}
+	return false
+}
