@@ -68,7 +68,7 @@ func runServe(args []string) error {
 	fs.StringVar(&opts.URLPrefix, "url-prefix", "/scheduler", "path prefix of the extender verbs, as in the scheduler's urlPrefix")
 	fs.Int64Var(&opts.MaxBodyBytes, "max-request-bytes", extender.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
 	fs.DurationVar(&opts.InFlightTTL, "inflight-ttl", 2*time.Second, "how long a pod that passed filter holds its peers back while its binding is not seen")
-	fs.DurationVar(&opts.InFlightWait, "inflight-wait", 2*time.Second, "longest a filter call waits for in-flight peers (keep well under the scheduler's httpTimeout)")
+	fs.DurationVar(&opts.InFlightWait, "inflight-wait", 2*time.Second, "longest a filter call waits for in-flight peers (keep well under the scheduler's httpTimeout); 0 turns in-flight tracking off")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	if err := fs.Parse(args); err != nil {

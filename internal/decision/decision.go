@@ -52,7 +52,9 @@ type Options struct {
 	// back while its binding is not seen. Default 2s.
 	InFlightTTL time.Duration
 	// MaxWait bounds how long a filter call waits for in-flight peers; keep
-	// it well under the scheduler's httpTimeout (5s by default). Default 2s.
+	// it well under the scheduler's httpTimeout (5s by default). Zero turns
+	// in-flight tracking off: decisions then trust the informer alone, which
+	// breaks rules under bursts unless the bind verb catches it.
 	MaxWait time.Duration
 	// Client binds pods (bind verb) and reads pods unknown to the cache.
 	Client kubernetes.Interface
@@ -79,9 +81,6 @@ type Decider struct {
 func New(placements Placements, policies Policies, log logrus.FieldLogger, reg prometheus.Registerer, opts Options) (*Decider, error) {
 	if opts.InFlightTTL <= 0 {
 		opts.InFlightTTL = 2 * time.Second
-	}
-	if opts.MaxWait <= 0 {
-		opts.MaxWait = 2 * time.Second
 	}
 	d := &Decider{
 		placements: placements,
@@ -140,7 +139,7 @@ func (d *Decider) lookup(ctx context.Context, pod *v1.Pod, wait bool) (*subject,
 	if len(keys) == 0 {
 		return s, nil
 	}
-	if wait {
+	if wait && d.opts.MaxWait > 0 {
 		d.waitForPeers(ctx, s)
 	}
 	s.peers = d.placements.Peers(keys, s.pod.UID)

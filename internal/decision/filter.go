@@ -27,7 +27,7 @@ func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*e
 	if err != nil {
 		return nil, err
 	}
-	if len(s.keys) > 0 && filterKeeps(result) {
+	if len(s.keys) > 0 && d.opts.MaxWait > 0 && filterKeeps(result) {
 		// From now until its binding is seen, this pod holds its peers'
 		// filter calls back: they must not decide without knowing its node.
 		d.placements.Reserve(s.pod, s.keys, d.opts.InFlightTTL)
