@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -69,6 +71,9 @@ func runServe(args []string) error {
 	fs.Int64Var(&opts.MaxBodyBytes, "max-request-bytes", extender.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
 	fs.DurationVar(&opts.InFlightTTL, "inflight-ttl", 2*time.Second, "how long a pod that passed filter holds its peers back while its binding is not seen")
 	fs.DurationVar(&opts.InFlightWait, "inflight-wait", 2*time.Second, "longest a filter call waits for in-flight peers (keep well under the scheduler's httpTimeout); 0 turns in-flight tracking off")
+	fs.BoolVar(&opts.LeaderElect, "leader-elect", false, "elect one leader among replicas through a Lease; only the leader is ready")
+	fs.StringVar(&opts.Leader.Namespace, "leader-elect-namespace", inClusterNamespace(), "namespace of the leader Lease")
+	fs.StringVar(&opts.Leader.Name, "leader-elect-name", "regosched", "name of the leader Lease")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	if err := fs.Parse(args); err != nil {
@@ -93,10 +98,22 @@ func runServe(args []string) error {
 		return fmt.Errorf("--log-format: want text or json, got %q", *format)
 	}
 	opts.Log = logger
+	if opts.Leader.Identity, err = os.Hostname(); err != nil {
+		return fmt.Errorf("leader identity: %w", err)
+	}
+	opts.Leader.Identity += "_" + strconv.FormatInt(time.Now().UnixNano(), 36)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return serve.Run(ctx, opts)
+}
+
+// inClusterNamespace is the pod's namespace when running in a cluster.
+func inClusterNamespace() string {
+	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	return "regosched-system"
 }
 
 func binaryVersion() string {

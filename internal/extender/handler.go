@@ -72,7 +72,7 @@ func New(cfg Config) (http.Handler, error) {
 		cfg: cfg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regosched_requests_total",
-			Help: "Extender requests by verb and outcome (ok, bad_request, too_large, error).",
+			Help: "Extender requests by verb and outcome (ok, bad_request, too_large, not_ready, error).",
 		}, []string{"verb", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "regosched_request_duration_seconds",
@@ -134,7 +134,13 @@ func verb[A any](h *handler, name string, decode func(io.Reader) (*A, error), an
 		start := time.Now()
 		var out outcome
 		args, err := decode(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+		notReady := h.cfg.Ready()
 		switch {
+		case err == nil && notReady != nil:
+			// Deciding on a cache that has not synced (or as a replica that
+			// does not lead) could break rules: refuse, the scheduler retries.
+			out = outcome{status: http.StatusServiceUnavailable, label: "not_ready",
+				err: fmt.Errorf("not ready: %w", notReady)}
 		case err == nil:
 			out = answer(r.Context(), args)
 		case errors.As(err, new(*http.MaxBytesError)):

@@ -257,6 +257,11 @@ func TestHealthReadyVersionMetrics(t *testing.T) {
 	if status != 503 || !strings.Contains(body, "not synced") {
 		t.Errorf("readyz = %d %s, want 503 with the reason", status, body)
 	}
+	// Verbs are refused, not answered from a cache that has not synced.
+	status, body = do(t, "POST", srv.URL+"/scheduler/filter", validArgs)
+	if status != 503 || !strings.Contains(body, "not ready: placement cache has not synced") {
+		t.Errorf("filter while not ready = %d %s, want 503 with the reason", status, body)
+	}
 	readyErr = nil
 	if status, _ := do(t, "GET", srv.URL+"/readyz", ""); status != 200 {
 		t.Errorf("readyz = %d, want 200 once ready", status)

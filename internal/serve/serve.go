@@ -22,6 +22,7 @@ import (
 
 	"github.com/regosched/regosched/internal/decision"
 	"github.com/regosched/regosched/internal/extender"
+	"github.com/regosched/regosched/internal/leader"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
 )
@@ -39,8 +40,12 @@ type Options struct {
 	// filter but whose binding is not yet seen (see decision.Options).
 	InFlightTTL  time.Duration
 	InFlightWait time.Duration
-	Version      string
-	Log          logrus.FieldLogger
+	// LeaderElect makes replicas elect one leader through a Lease; only the
+	// leader is ready and answers the verbs.
+	LeaderElect bool
+	Leader      leader.Config
+	Version     string
+	Log         logrus.FieldLogger
 }
 
 // Run serves until ctx ends, then shuts down gracefully.
@@ -91,6 +96,12 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	var elector *leader.Elector
+	if opts.LeaderElect {
+		if elector, err = leader.New(client, opts.Leader, log.WithField("component", "leader")); err != nil {
+			return err
+		}
+	}
 	handler, err := extender.New(extender.Config{
 		URLPrefix:    opts.URLPrefix,
 		MaxBodyBytes: opts.MaxBodyBytes,
@@ -101,6 +112,9 @@ func Run(ctx context.Context, opts Options) error {
 			}
 			if active.Load() == nil {
 				return errors.New("no active policy")
+			}
+			if elector != nil && !elector.Leading() {
+				return errors.New("not the leader")
 			}
 			return nil
 		},
@@ -142,12 +156,22 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}()
 
+	var lost <-chan struct{}
+	if elector != nil {
+		lost = elector.Lost()
+		go elector.Run(ctx)
+	}
+
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.WithFields(logrus.Fields{"address": ln.Addr().String(), "urlPrefix": opts.URLPrefix}).Info("serving")
+	var runErr error
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serving HTTP: %w", err)
+	case <-lost:
+		// Another replica may lead now; this one's in-flight state is stale.
+		runErr = errors.New("lost the leader lease")
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
@@ -156,7 +180,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("shutting down HTTP server: %w", err)
 	}
-	return nil
+	return runErr
 }
 
 func loadBundle(opts Options) (*bundle.Bundle, string, error) {

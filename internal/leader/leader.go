@@ -1,0 +1,94 @@
+// Package leader elects one regosched replica to serve. Only the leader
+// reports ready, so a Service routes the scheduler's calls to it alone: one
+// process holds the in-flight state and the group locks that keep binds
+// consistent. A replica that loses the lease stops, as kube-scheduler does,
+// rather than serve on with state another replica may contradict.
+package leader
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// Config names the Lease and this candidate.
+type Config struct {
+	Namespace string
+	Name      string
+	Identity  string
+	// LeaseDuration, RenewDeadline and RetryPeriod follow kube-scheduler's
+	// defaults (15s, 10s, 2s) when zero.
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+}
+
+// Elector campaigns for the lease and tells whether this replica leads.
+type Elector struct {
+	elector *leaderelection.LeaderElector
+	leading atomic.Bool
+	lost    chan struct{}
+}
+
+// New prepares an elector; Run campaigns.
+func New(client kubernetes.Interface, cfg Config, log logrus.FieldLogger) (*Elector, error) {
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration = 15 * time.Second
+	}
+	if cfg.RenewDeadline == 0 {
+		cfg.RenewDeadline = 10 * time.Second
+	}
+	if cfg.RetryPeriod == 0 {
+		cfg.RetryPeriod = 2 * time.Second
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, cfg.Namespace, cfg.Name,
+		client.CoreV1(), client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: cfg.Identity})
+	if err != nil {
+		return nil, fmt.Errorf("creating lease lock %s/%s: %w", cfg.Namespace, cfg.Name, err)
+	}
+	e := &Elector{lost: make(chan struct{})}
+	e.elector, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   cfg.LeaseDuration,
+		RenewDeadline:   cfg.RenewDeadline,
+		RetryPeriod:     cfg.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            cfg.Name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(context.Context) {
+				e.leading.Store(true)
+				log.WithField("identity", cfg.Identity).Info("leading: serving the scheduler")
+			},
+			OnStoppedLeading: func() {
+				if e.leading.Swap(false) {
+					log.WithField("identity", cfg.Identity).Warn("lost the lease")
+					close(e.lost)
+				}
+			},
+			OnNewLeader: func(id string) {
+				if id != cfg.Identity {
+					log.WithField("leader", id).Info("following")
+				}
+			},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("configuring leader election: %w", err)
+	}
+	return e, nil
+}
+
+// Run campaigns, then renews, until ctx ends or the lease is lost.
+func (e *Elector) Run(ctx context.Context) { e.elector.Run(ctx) }
+
+// Leading reports whether this replica holds the lease now.
+func (e *Elector) Leading() bool { return e.leading.Load() }
+
+// Lost is closed when this replica loses the lease it held.
+func (e *Elector) Lost() <-chan struct{} { return e.lost }
