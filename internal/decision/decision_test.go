@@ -361,3 +361,40 @@ func TestPrioritizeFullNodesUsesRequestLabels(t *testing.T) {
 		t.Errorf("Prioritize() mismatch (-want +got):\n%s", diff)
 	}
 }
+
+// TestFilterRefreshesStalePeersBeforeRefusingEverything emulates a cache
+// that is behind the API: kube-scheduler retries a pod right after a peer
+// was deleted or relabelled, before our informer has seen it. The cache
+// (over one clientset) still holds es-data-0 on node-1; the API (another
+// clientset) says otherwise.
+func TestFilterRefreshesStalePeersBeforeRefusingEverything(t *testing.T) {
+	peer := esData("es-data-0", "node-1")
+	relabelled := podObject(peer)
+	relabelled.Labels = map[string]string{
+		"app.kubernetes.io/name": "elasticsearch", "app.kubernetes.io/instance": "es", "app.kubernetes.io/component": "master",
+	}
+	tests := []struct {
+		name   string
+		api    []runtime.Object
+		wantOK bool
+	}{
+		{name: "peer deleted", api: nil, wantOK: true},
+		{name: "peer relabelled to a role without the rule", api: []runtime.Object{relabelled}, wantOK: true},
+		{name: "peer still there", api: []runtime.Object{podObject(peer)}, wantOK: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, _ := newDecider(t, []*placement.Pod{peer}, prometheus.NewRegistry())
+			d.opts.Client = fake.NewClientset(tt.api...)
+			got, err := d.Filter(context.Background(), &extenderv1.ExtenderArgs{
+				Pod: pendingPod(esData("es-data-1", "")), NodeNames: names("node-1"),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok := len(*got.NodeNames) == 1; ok != tt.wantOK {
+				t.Errorf("node-1 kept = %v, want %v (result %+v)", ok, tt.wantOK, got)
+			}
+		})
+	}
+}

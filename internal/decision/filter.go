@@ -2,14 +2,18 @@ package decision
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
 )
 
@@ -27,12 +31,69 @@ func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*e
 	if err != nil {
 		return nil, err
 	}
+	if !filterKeeps(result) && d.refreshPeers(ctx, s, result) {
+		if result, err = d.filter(ctx, s, args); err != nil {
+			return nil, err
+		}
+	}
 	if len(s.keys) > 0 && d.opts.MaxWait > 0 && filterKeeps(result) {
 		// From now until its binding is seen, this pod holds its peers'
 		// filter calls back: they must not decide without knowing its node.
 		d.placements.Reserve(s.pod, s.keys, d.opts.InFlightTTL)
 	}
 	return result, nil
+}
+
+// maxRefresh bounds the API reads of refreshPeers for one request.
+const maxRefresh = 32
+
+// refreshPeers re-reads from the API the peers that made every candidate
+// fail, and reports whether any of them was stale (gone, replaced, moved,
+// finished or relabelled), in which case s.peers now holds the fresh view.
+//
+// Why: deleting a peer makes kube-scheduler retry the pods it blocked at
+// once, often before our informer has processed the deletion. Refusing
+// then would park the pod as unschedulable until some unrelated event (or
+// the scheduler's 5-minute flush). Only a total refusal is checked: it is
+// rare, and it is the one that strands a pod.
+func (d *Decider) refreshPeers(ctx context.Context, s *subject, r *extenderv1.ExtenderFilterResult) bool {
+	if d.opts.Client == nil {
+		return false
+	}
+	failed := func(node string) bool {
+		_, a := r.FailedNodes[node]
+		_, b := r.FailedAndUnresolvableNodes[node]
+		return a || b
+	}
+	fresh := make([]*placement.Pod, 0, len(s.peers))
+	stale, reads := false, 0
+	for _, p := range s.peers {
+		if !failed(p.Node) || reads >= maxRefresh {
+			fresh = append(fresh, p)
+			continue
+		}
+		reads++
+		obj, err := d.opts.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			stale = true // deleted: drop it
+		case err != nil:
+			fresh = append(fresh, p) // cannot tell: keep what the cache says
+		case obj.UID != p.UID || obj.Spec.NodeName != p.Node ||
+			obj.Status.Phase == v1.PodSucceeded || obj.Status.Phase == v1.PodFailed:
+			stale = true
+		case !maps.Equal(obj.Labels, p.Labels):
+			stale = true
+			fresh = append(fresh, placement.PodFromObject(obj))
+		default:
+			fresh = append(fresh, p)
+		}
+	}
+	if stale {
+		d.log.WithField("pod", s.pod.Namespace+"/"+s.pod.Name).Debug("placement cache was behind the API; decided again on fresh peers")
+		s.peers = fresh
+	}
+	return stale
 }
 
 func filterKeeps(r *extenderv1.ExtenderFilterResult) bool {
