@@ -35,14 +35,21 @@ func main() {
 	log.SetLevel(lvl)
 
 	// Ctrl-C cancels the run; Run then stops everything it started.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := demo.Run(ctx, demo.Options{Nodes: *nodes, Out: os.Stdout, Log: log}); err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("interrupted: %w", err)
-		}
-		stop()
+	if err := run(*nodes, log); err != nil {
 		fmt.Fprintln(os.Stderr, "regosched-demo:", err)
 		os.Exit(1)
 	}
+}
+
+// run holds the signal context, so that it is released before main exits.
+func run(nodes int, log *logrus.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := demo.Run(ctx, demo.Options{Nodes: nodes, Out: os.Stdout, Log: log}); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted: %w", err)
+		}
+		return err
+	}
+	return nil
 }

@@ -494,7 +494,7 @@ func TestCacheKeyFuncError(t *testing.T) {
 		got = append(got, logged{e.Level, e.Message, e.Data["pod"], e.Data[logrus.ErrorKey]})
 	}
 	want := []logged{{logrus.ErrorLevel, "computing peer keys; pod not indexed", "shop/cache-1", errBad}}
-	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b error) bool { return errors.Is(a, b) })); diff != "" {
+	if diff := cmp.Diff(want, got, cmp.Comparer(errors.Is)); diff != "" {
 		t.Errorf("log entries mismatch (-want +got):\n%s", diff)
 	}
 }

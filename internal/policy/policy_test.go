@@ -89,8 +89,9 @@ func redis(instance, component, shard string) map[string]string {
 	return l
 }
 
-func es(instance, component string) map[string]string {
-	return map[string]string{nameLabel: "elasticsearch", instanceLabel: instance, componentLabel: component}
+// es labels a pod of the Elasticsearch cluster "logs".
+func es(component string) map[string]string {
+	return map[string]string{nameLabel: "elasticsearch", instanceLabel: "logs", componentLabel: component}
 }
 
 func eck(cluster, data string) map[string]string {
@@ -109,7 +110,7 @@ func inNamespace(ns string, p *placement.Pod) *placement.Pod {
 
 func TestPeerKeysDefaultPolicy(t *testing.T) {
 	p := mustDefaultPolicy(t)
-	both := es("logs", "data")
+	both := es("data")
 	both[eckCluster] = "logs-eck"
 	tests := []struct {
 		name string
@@ -118,7 +119,7 @@ func TestPeerKeysDefaultPolicy(t *testing.T) {
 	}{
 		{"redis", pod("cache-0-master", "u0", "", redis("cache", "master", "")), []string{"redis/shop/cache"}},
 		{"redis, other namespace", inNamespace("ops", pod("cache-0-master", "u0", "", redis("cache", "master", ""))), []string{"redis/ops/cache"}},
-		{"elasticsearch", pod("logs-data-0", "u0", "", es("logs", "data")), []string{"elasticsearch/shop/logs"}},
+		{"elasticsearch", pod("logs-data-0", "u0", "", es("data")), []string{"elasticsearch/shop/logs"}},
 		{"eck", pod("logs-es-data-0", "u0", "", eck("logs", "true")), []string{"elasticsearch-eck/shop/logs"}},
 		{"two workload entries", pod("logs-data-0", "u0", "", both), []string{"elasticsearch-eck/shop/logs-eck", "elasticsearch/shop/logs"}},
 		{"bound pod", pod("cache-0-master", "u0", "node-1", redis("cache", "master", "")), []string{"redis/shop/cache"}},
@@ -197,10 +198,10 @@ func TestConflictsDefaultPolicy(t *testing.T) {
 		{
 			name: "elasticsearch data nodes",
 			in: &Input{
-				Pod: pod("logs-data-0", "pending", "", es("logs", "data")),
+				Pod: pod("logs-data-0", "pending", "", es("data")),
 				Peers: []*placement.Pod{
-					pod("logs-data-1", "u1", "node-1", es("logs", "data")),
-					pod("logs-master-0", "u2", "node-2", es("logs", "master")),
+					pod("logs-data-1", "u1", "node-1", es("data")),
+					pod("logs-master-0", "u2", "node-2", es("master")),
 				},
 			},
 			want: []Conflict{{Node: "node-1", Rule: "elasticsearch-data", Reason: "elasticsearch: data shop/logs-data-1 of cluster logs already on this node", Peer: "u1"}},
@@ -303,10 +304,10 @@ func TestPenaltiesDefaultPolicy(t *testing.T) {
 		{
 			name: "elasticsearch: data zones apart, any role spread",
 			in: &Input{
-				Pod: pod("logs-data-0", "pending", "", es("logs", "data")),
+				Pod: pod("logs-data-0", "pending", "", es("data")),
 				Peers: []*placement.Pod{
-					pod("logs-data-1", "u1", "node-1", es("logs", "data")),
-					pod("logs-master-0", "u2", "node-2", es("logs", "master")),
+					pod("logs-data-1", "u1", "node-1", es("data")),
+					pod("logs-master-0", "u2", "node-2", es("master")),
 				},
 				Nodes: map[string]map[string]string{"node-1": {zoneLabel: "a"}, "node-2": {zoneLabel: "b"}},
 			},
