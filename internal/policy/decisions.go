@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/regosched/regosched/internal/placement"
@@ -48,16 +49,8 @@ func (p *Policy) PeerKeys(ctx context.Context, pod *placement.Pod) ([]string, er
 
 // Conflicts evaluates the hard rules between the pending pod and its peers.
 func (p *Policy) Conflicts(ctx context.Context, in *Input) ([]Conflict, error) {
-	v, err := eval(ctx, p.conflicts, in.value())
-	if err != nil {
-		return nil, fmt.Errorf("evaluating %s: %w", ConflictsRule, err)
-	}
 	var out []Conflict
-	err = forEach(v, func(t *ast.Term) error {
-		o, ok := t.Value.(ast.Object)
-		if !ok {
-			return fmt.Errorf("%s: %v is not an object", ConflictsRule, t)
-		}
+	err := evalObjects(ctx, p.conflicts, ConflictsRule, in, func(t *ast.Term, o ast.Object) error {
 		c := Conflict{
 			Node:   str(o, "node"),
 			Rule:   str(o, "rule"),
@@ -75,16 +68,8 @@ func (p *Policy) Conflicts(ctx context.Context, in *Input) ([]Conflict, error) {
 
 // Penalties evaluates the soft rules between the pending pod and its peers.
 func (p *Policy) Penalties(ctx context.Context, in *Input) ([]Penalty, error) {
-	v, err := eval(ctx, p.penalties, in.value())
-	if err != nil {
-		return nil, fmt.Errorf("evaluating %s: %w", PenaltiesRule, err)
-	}
 	var out []Penalty
-	err = forEach(v, func(t *ast.Term) error {
-		o, ok := t.Value.(ast.Object)
-		if !ok {
-			return fmt.Errorf("%s: %v is not an object", PenaltiesRule, t)
-		}
+	err := evalObjects(ctx, p.penalties, PenaltiesRule, in, func(t *ast.Term, o ast.Object) error {
 		pen := Penalty{
 			TopologyKey: str(o, "topology_key"),
 			Value:       str(o, "value"),
@@ -147,6 +132,21 @@ func (p *Policy) smokeTest(ctx context.Context) error {
 	}
 	_, err := p.Protected(ctx, peer)
 	return err
+}
+
+// evalObjects evaluates rule on in and visits the objects of its result.
+func evalObjects(ctx context.Context, pq rego.PreparedEvalQuery, rule string, in *Input, f func(*ast.Term, ast.Object) error) error {
+	v, err := eval(ctx, pq, in.value())
+	if err != nil {
+		return fmt.Errorf("evaluating %s: %w", rule, err)
+	}
+	return forEach(v, func(t *ast.Term) error {
+		o, ok := t.Value.(ast.Object)
+		if !ok {
+			return fmt.Errorf("%s: %v is not an object", rule, t)
+		}
+		return f(t, o)
+	})
 }
 
 // forEach visits the members of a set or array; undefined (nil) is empty.
