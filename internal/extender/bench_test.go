@@ -108,7 +108,7 @@ func benchHandler(b *testing.B, nodes, pods int) (http.Handler, []byte) {
 }
 
 func benchmarkVerb(b *testing.B, verb string) {
-	for _, size := range []struct{ nodes, pods int }{{100, 1000}, {5000, 1000}} {
+	for _, size := range []struct{ nodes, pods int }{{100, 1000}, {5000, 1000}, {5000, 100000}} {
 		b.Run(fmt.Sprintf("nodes=%d/pods=%d", size.nodes, size.pods), func(b *testing.B) {
 			h, body := benchHandler(b, size.nodes, size.pods)
 			b.ReportAllocs()
@@ -131,3 +131,18 @@ func BenchmarkFilter(b *testing.B) { benchmarkVerb(b, "filter") }
 
 // BenchmarkPrioritize measures the whole prioritize handler.
 func BenchmarkPrioritize(b *testing.B) { benchmarkVerb(b, "prioritize") }
+
+// BenchmarkDecodeArgs decodes the very body of BenchmarkFilter/nodes=5000:
+// the floor of any handler that reads its request.
+func BenchmarkDecodeArgs(b *testing.B) {
+	_, body := benchHandler(b, 5000, 0)
+	b.Run("nodes=5000", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if _, err := decodeArgs(bytes.NewReader(body)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
