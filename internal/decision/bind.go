@@ -10,6 +10,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/placement"
+	"github.com/regosched/regosched/internal/policy"
 )
 
 // ErrRefused wraps a bind that would break a hard rule.
@@ -27,7 +28,7 @@ func (d *Decider) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs
 		return ErrNoPolicy
 	}
 	name := args.PodNamespace + "/" + args.PodName
-	pod, keys, err := d.bindSubject(ctx, args)
+	pod, keys, err := d.bindSubject(ctx, pol, args)
 	if err != nil {
 		d.binds.WithLabelValues("error").Inc()
 		return err
@@ -77,7 +78,7 @@ func (d *Decider) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs
 
 // bindSubject is the pod to bind and its groups: from the in-flight record
 // filter left, else (after a restart, or an unusual scheduler) from the API.
-func (d *Decider) bindSubject(ctx context.Context, args *extenderv1.ExtenderBindingArgs) (*placement.Pod, []string, error) {
+func (d *Decider) bindSubject(ctx context.Context, pol *policy.Policy, args *extenderv1.ExtenderBindingArgs) (*placement.Pod, []string, error) {
 	if pod, keys, ok := d.placements.Reserved(args.PodUID); ok {
 		return pod, keys, nil
 	}
@@ -90,7 +91,7 @@ func (d *Decider) bindSubject(ctx context.Context, args *extenderv1.ExtenderBind
 	}
 	pod := placement.PodFromObject(obj)
 	pod.Node = ""
-	keys, err := d.policies.Load().PeerKeys(ctx, pod)
+	keys, err := pol.PeerKeys(ctx, pod)
 	if err != nil {
 		return nil, nil, err
 	}
