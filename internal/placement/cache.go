@@ -145,8 +145,8 @@ func (c *Cache) SetKeyFunc(ctx context.Context, keys KeyFunc) {
 	defer c.writeMu.Unlock()
 	c.keyFunc.Store(&keys)
 	for _, obj := range c.pods.GetStore().List() {
-		if p, ok := obj.(*corev1.Pod); ok {
-			c.upsertLocked(ctx, p)
+		if r, ok := obj.(*podRecord); ok {
+			c.upsertLocked(ctx, r)
 		}
 	}
 }
@@ -231,18 +231,18 @@ func (c *Cache) RegisterMetrics(reg prometheus.Registerer) error {
 }
 
 func (c *Cache) upsert(obj any) {
-	p, ok := obj.(*corev1.Pod)
+	r, ok := obj.(*podRecord)
 	if !ok {
 		return
 	}
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
-	c.upsertLocked(context.Background(), p)
+	c.upsertLocked(context.Background(), r)
 }
 
 func (c *Cache) update(oldObj, newObj any) {
-	oldPod, ok1 := oldObj.(*corev1.Pod)
-	newPod, ok2 := newObj.(*corev1.Pod)
+	oldPod, ok1 := oldObj.(*podRecord)
+	newPod, ok2 := newObj.(*podRecord)
 	if ok1 && ok2 && samePlacement(oldPod, newPod) {
 		// Status churn: nothing a policy reads has changed, skip the policy call.
 		return
@@ -254,7 +254,7 @@ func (c *Cache) remove(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	p, ok := obj.(*corev1.Pod)
+	p, ok := obj.(*podRecord)
 	if !ok {
 		return
 	}
@@ -268,11 +268,11 @@ func (c *Cache) remove(obj any) {
 }
 
 // upsertLocked (re)indexes p. The caller holds writeMu.
-func (c *Cache) upsertLocked(ctx context.Context, obj *corev1.Pod) {
+func (c *Cache) upsertLocked(ctx context.Context, obj *podRecord) {
 	name := obj.Namespace + "/" + obj.Name
 	var keys []string
-	pod := PodFromObject(obj)
-	if obj.Spec.NodeName != "" && !terminal(obj) {
+	pod := obj.pod()
+	if obj.NodeName != "" && !obj.terminal() {
 		var err error
 		keys, err = (*c.keyFunc.Load())(ctx, pod)
 		if err != nil {
@@ -285,7 +285,7 @@ func (c *Cache) upsertLocked(ctx context.Context, obj *corev1.Pod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.unindexLocked(name)
-	if obj.Spec.NodeName != "" {
+	if obj.NodeName != "" {
 		// Seen bound: whatever was in flight has landed.
 		c.landedLocked(pod.UID)
 	}
@@ -336,9 +336,9 @@ func (c *Cache) unindexLocked(name string) {
 	}
 }
 
-func samePlacement(a, b *corev1.Pod) bool {
-	return a.UID == b.UID && a.Spec.NodeName == b.Spec.NodeName &&
-		a.Status.Phase == b.Status.Phase && equalPriority(a.Spec.Priority, b.Spec.Priority) &&
+func samePlacement(a, b *podRecord) bool {
+	return a.UID == b.UID && a.NodeName == b.NodeName &&
+		a.Phase == b.Phase && equalPriority(a.Priority, b.Priority) &&
 		maps.Equal(a.Labels, b.Labels)
 }
 

@@ -713,7 +713,7 @@ func TestStripPod(t *testing.T) {
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "redis", Ready: true}},
 		},
 	}
-	want := &corev1.Pod{
+	want := &podRecord{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            "cache-0",
 			Namespace:       "shop",
@@ -721,8 +721,9 @@ func TestStripPod(t *testing.T) {
 			ResourceVersion: "42",
 			Labels:          labels,
 		},
-		Spec:   corev1.PodSpec{NodeName: "node-1", Priority: &prio},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+		NodeName: "node-1",
+		Priority: &prio,
+		Phase:    corev1.PodRunning,
 	}
 	tombstone := cache.DeletedFinalStateUnknown{Key: "shop/cache-0", Obj: full}
 	tests := []struct {
@@ -731,7 +732,7 @@ func TestStripPod(t *testing.T) {
 		want any
 	}{
 		{"full pod", full, want},
-		{"pending pod, no priority", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}},
+		{"pending pod, no priority", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}, &podRecord{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}},
 		{"tombstone unchanged", tombstone, tombstone},
 		{"node unchanged", newNode("n", nil), newNode("n", nil)},
 	}
@@ -743,6 +744,11 @@ func TestStripPod(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("stripPod() mismatch (-want +got):\n%s", diff)
+			}
+			if r, ok := got.(*podRecord); ok {
+				if diff := cmp.Diff(r, r.DeepCopyObject()); diff != "" {
+					t.Errorf("DeepCopyObject() mismatch (-want +got):\n%s", diff)
+				}
 			}
 		})
 	}

@@ -42,8 +42,3 @@ func PodFromObject(p *corev1.Pod) *Pod {
 		Phase:     p.Status.Phase,
 	}
 }
-
-// terminal reports whether the pod has finished and so holds its node no longer.
-func terminal(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-}
