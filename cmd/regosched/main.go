@@ -71,6 +71,8 @@ func runServe(args []string) error {
 	fs.Int64Var(&opts.MaxBodyBytes, "max-request-bytes", extender.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
 	fs.DurationVar(&opts.InFlightTTL, "inflight-ttl", 2*time.Second, "how long a pod that passed filter holds its peers back while its binding is not seen")
 	fs.DurationVar(&opts.InFlightWait, "inflight-wait", 2*time.Second, "longest a filter call waits for in-flight peers (keep well under the scheduler's httpTimeout); 0 turns in-flight tracking off")
+	qps := fs.Float64("kube-api-qps", 100, "queries per second to the API server (binds, reads)")
+	fs.IntVar(&opts.KubeAPIBurst, "kube-api-burst", 200, "burst of queries to the API server")
 	fs.BoolVar(&opts.LeaderElect, "leader-elect", false, "elect one leader among replicas through a Lease; only the leader is ready")
 	fs.StringVar(&opts.Leader.Namespace, "leader-elect-namespace", inClusterNamespace(), "namespace of the leader Lease")
 	fs.StringVar(&opts.Leader.Name, "leader-elect-name", "regosched", "name of the leader Lease")
@@ -98,6 +100,7 @@ func runServe(args []string) error {
 		return fmt.Errorf("--log-format: want text or json, got %q", *format)
 	}
 	opts.Log = logger
+	opts.KubeAPIQPS = float32(*qps)
 	if opts.Leader.Identity, err = os.Hostname(); err != nil {
 		return fmt.Errorf("leader identity: %w", err)
 	}

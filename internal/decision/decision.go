@@ -82,6 +82,10 @@ func New(placements Placements, policies Policies, log logrus.FieldLogger, reg p
 	if opts.InFlightTTL <= 0 {
 		opts.InFlightTTL = 2 * time.Second
 	}
+	if opts.MaxWait > opts.InFlightTTL {
+		// Waiting longer than a reservation lives is pointless.
+		opts.MaxWait = opts.InFlightTTL
+	}
 	d := &Decider{
 		placements: placements,
 		policies:   policies,

@@ -36,9 +36,11 @@ func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*e
 			return nil, err
 		}
 	}
-	if len(s.keys) > 0 && d.opts.MaxWait > 0 && filterKeeps(result) {
+	if filterKeeps(result) {
 		// From now until its binding is seen, this pod holds its peers'
-		// filter calls back: they must not decide without knowing its node.
+		// filter calls back (when in-flight tracking is on): they must not
+		// decide without knowing its node. The record also spares the bind
+		// verb an API read of the pod.
 		d.placements.Reserve(s.pod, s.keys, d.opts.InFlightTTL)
 	}
 	return result, nil

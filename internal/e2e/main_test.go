@@ -19,9 +19,10 @@ import (
 	"github.com/regosched/regosched/internal/localstack"
 )
 
-// stackNodes is the size of the shared cluster: node-01..node-06 over zones
-// a, b, c. Tests narrow each pod's choice with localstack.OnNodes.
-const stackNodes = 6
+// stackNodes is the size of the shared cluster: node-01..node-08 over zones
+// a, b, c. Tests narrow each pod's choice with localstack.OnNodes; the burst
+// tests use all eight.
+const stackNodes = 8
 
 // cleanupTimeout bounds a test's clean-up, which runs after t.Context() is
 // cancelled.
@@ -191,4 +192,25 @@ func formatPlacement(pl localstack.Placement) string {
 		fmt.Fprintf(&b, "pending %s: %s\n", p.PodSummary, p.Reason)
 	}
 	return b.String()
+}
+
+// withVariant restarts the shared stack's scheduler and regosched with v
+// for the rest of the test, and back to the deployed configuration when it
+// ends (registered as a clean-up, so it runs before clean-ups registered
+// earlier, e.g. setup's pod deletion).
+func withVariant(t *testing.T, ctx context.Context, v localstack.Variant) {
+	t.Helper()
+	before := stack.Variant()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if err := stack.Reconfigure(ctx, before); err != nil {
+			t.Errorf("restoring %s: %v", before, err)
+		}
+	})
+	start := time.Now()
+	if err := stack.Reconfigure(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("scheduler and regosched restarted with %s in %s", v, time.Since(start).Round(time.Millisecond))
 }

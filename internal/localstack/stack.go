@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,6 +66,14 @@ type Options struct {
 	// to catch up with the API. DefaultGrouped, matching the default
 	// policy, is used when nil; set it when PolicyPath groups other pods.
 	Grouped func(labels map[string]string) bool
+	// NoBindVerb removes bindVerb from the extender entry of the deployed
+	// scheduler configuration, so that kube-scheduler binds by itself and
+	// regosched's commit-time check never runs. The zero value runs the
+	// deployed file as it is (which configures bindVerb).
+	NoBindVerb bool
+	// ExtenderArgs are extra arguments of regosched serve, e.g.
+	// "--inflight-wait=0"; later flags win over the stack's own.
+	ExtenderArgs []string
 	// RepoRoot is the checkout to build and read deploy/ from;
 	// localcluster.FindRepoRoot is used when empty.
 	RepoRoot string
@@ -86,6 +95,7 @@ type Stack struct {
 	http       *http.Client
 
 	mu        sync.Mutex
+	variant   Variant               // guarded by mu
 	extender  *localcluster.Process // nil while stopped
 	scheduler *localcluster.Process
 
@@ -116,6 +126,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		policyPath: opts.PolicyPath,
 		grouped:    opts.Grouped,
 		http:       &http.Client{Timeout: 5 * time.Second},
+		variant:    Variant{NoBindVerb: opts.NoBindVerb, ExtenderArgs: slices.Clone(opts.ExtenderArgs)},
 	}
 	if s.grouped == nil {
 		s.grouped = DefaultGrouped
@@ -190,6 +201,14 @@ func (s *Stack) startScheduler(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.mu.Lock()
+	noBind := s.variant.NoBindVerb
+	s.mu.Unlock()
+	if noBind {
+		if cfg, err = withoutBindVerb(cfg); err != nil {
+			return err
+		}
+	}
 	p, err := s.cluster.StartScheduler(ctx, cfg)
 	if err != nil {
 		return err
@@ -246,6 +265,9 @@ func (s *Stack) StartExtender(ctx context.Context) error {
 	if s.policyPath != "" {
 		args = append(args, "--policy", s.policyPath)
 	}
+	s.mu.Lock()
+	args = append(args, s.variant.ExtenderArgs...)
+	s.mu.Unlock()
 	p, err := s.cluster.StartProcess(ctx, extenderName, s.extBin, args...)
 	if err != nil {
 		return err

@@ -24,11 +24,9 @@ type inflight struct {
 }
 
 // Reserve marks pod (pending, with its groups) in flight for ttl: peers that
-// ask WaitForPeers in the meantime wait until it lands or expires.
+// ask WaitForPeers in the meantime wait until it lands or expires. A pod
+// without groups holds no one back; it is recorded for Reserved alone.
 func (c *Cache) Reserve(pod *Pod, keys []string, ttl time.Duration) {
-	if len(keys) == 0 {
-		return
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.inflight[pod.UID] = &inflight{pod: pod, keys: keys, expires: c.clock.Now().Add(ttl)}

@@ -40,6 +40,9 @@ type Options struct {
 	// filter but whose binding is not yet seen (see decision.Options).
 	InFlightTTL  time.Duration
 	InFlightWait time.Duration
+	// KubeAPIQPS and KubeAPIBurst bound the API requests (binds, reads).
+	KubeAPIQPS   float32
+	KubeAPIBurst int
 	// LeaderElect makes replicas elect one leader through a Lease; only the
 	// leader is ready and answers the verbs.
 	LeaderElect bool
@@ -65,6 +68,8 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	// client-go's defaults (5 QPS, burst 10) would pace binds at 5 per second.
+	cfg.QPS, cfg.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("creating Kubernetes client: %w", err)
