@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,7 +86,7 @@ func runBurst(t *testing.T, ctx context.Context, ns string) burstResult {
 	t.Helper()
 	all := nodes(t, ctx, burstNodes)
 	waves := burstPods(ns, all)
-	pods := append(waves[0], waves[1]...)
+	pods := slices.Concat(waves[0], waves[1])
 	if len(pods) < 40 {
 		t.Fatalf("burst of %d pods, want at least 40", len(pods))
 	}

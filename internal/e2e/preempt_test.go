@@ -117,9 +117,9 @@ func waitPreempted(t *testing.T, ctx context.Context, preemptor *corev1.Pod) (st
 
 // waitNotPreempted creates pod and checks for quietFor after its first
 // FailedScheduling event that it stays pending and that no pod of its
-// namespace is marked for deletion; it returns the last FailedScheduling
+// namespace is marked for deletion; it logs the last FailedScheduling
 // message.
-func waitNotPreempted(t *testing.T, ctx context.Context, pod *corev1.Pod) string {
+func waitNotPreempted(t *testing.T, ctx context.Context, pod *corev1.Pod) {
 	t.Helper()
 	ns := pod.Namespace
 	created, err := stack.Client().CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
@@ -164,7 +164,6 @@ func waitNotPreempted(t *testing.T, ctx context.Context, pod *corev1.Pod) string
 		t.Fatal(err)
 	}
 	t.Logf("%s still pending after %s, nothing evicted: %s", got.Name, quietFor, reason)
-	return reason
 }
 
 // podsLeft returns the names of the pods of ns, sorted by the API.

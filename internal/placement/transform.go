@@ -26,7 +26,7 @@ func (r *podRecord) GetObjectKind() schema.ObjectKind { return schema.EmptyObjec
 // DeepCopyObject is part of runtime.Object.
 func (r *podRecord) DeepCopyObject() runtime.Object {
 	out := &podRecord{NodeName: r.NodeName, Phase: r.Phase}
-	r.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	r.DeepCopyInto(&out.ObjectMeta)
 	if r.Priority != nil {
 		p := *r.Priority
 		out.Priority = &p
