@@ -152,9 +152,9 @@ func Run(ctx context.Context, opts Options) error {
 		IdleTimeout:  2 * time.Minute,
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	cache.Start(ctx)
-	defer cache.Shutdown()
+	// The informers stop only once ctx is cancelled: cancel, then wait.
+	defer func() { cancel(); cache.Shutdown() }()
 	go func() {
 		if cache.WaitForSync(ctx) {
 			log.WithFields(logrus.Fields{"pods": cache.PodCount(), "nodes": cache.NodeCount()}).Info("placement cache synced; ready")
