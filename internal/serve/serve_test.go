@@ -1,0 +1,107 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	logtest "github.com/sirupsen/logrus/hooks/test"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/regosched/regosched"
+)
+
+// TestUnreachableAPIServerIsNotReady: with no API server to sync from,
+// regosched serves health but is not ready and refuses to decide; it still
+// shuts down cleanly.
+func TestUnreachableAPIServerIsNotReady(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	// Port 1 on loopback: nothing listens there, connections are refused.
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	log, _ := logtest.NewNullLogger()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{
+			Listen: addr, Kubeconfig: kubeconfig, DefaultPolicy: regosched.DefaultPolicy(),
+			URLPrefix: "/scheduler", Version: "test", KubeAPIQPS: 10, KubeAPIBurst: 10, Log: log,
+		})
+	}()
+
+	base := "http://" + addr
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return get(base+"/healthz") == http.StatusOK, nil
+	}); err != nil {
+		t.Fatalf("healthz never answered: %v", err)
+	}
+	// Give the informers time to fail a few list attempts; readiness must hold at 503.
+	for range 10 {
+		if got := get(base + "/readyz"); got != http.StatusServiceUnavailable {
+			t.Fatalf("readyz = %d, want 503 without an API server", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	resp, err := http.Post(base+"/scheduler/filter", "application/json",
+		strings.NewReader(`{"Pod":{"metadata":{"name":"p","namespace":"ns"}},"NodeNames":["n1"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("filter = %d, want 503 while not ready", resp.StatusCode)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run() = %v, want nil after cancel", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run() did not return after cancel")
+	}
+}
+
+func TestBrokenPolicyPathFailsFast(t *testing.T) {
+	log, _ := logtest.NewNullLogger()
+	err := Run(context.Background(), Options{Listen: freeAddr(t), PolicyPath: filepath.Join(t.TempDir(), "missing"), Log: log})
+	if err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Run() = %v, want a not-exist error for the policy path", err)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	return fmt.Sprint(ln.Addr())
+}
+
+func get(url string) int {
+	resp, err := http.Get(url) //nolint:gosec,noctx // loopback test URL
+	if err != nil {
+		return 0
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
