@@ -6,7 +6,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 OPA := $(GO) tool opa
 
-.PHONY: help build test unit rego e2e demo lint run bench fmt
+.PHONY: help build test unit rego e2e demo lint run bench bench-e2e fmt
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -42,6 +42,9 @@ run: build ## Serve against the cluster of $$KUBECONFIG
 
 bench: ## Go benchmarks of the hot paths
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+bench-e2e: ## End-to-end throughput on a local control plane: regosched vs native anti-affinity vs no rules (ARGS="--nodes 100 ...")
+	$(GO) run ./cmd/regosched-bench-e2e $(ARGS)
 
 fmt: ## Format Go and Rego
 	gofmt -w $$(git ls-files '*.go')

@@ -65,6 +65,9 @@ type Config struct {
 	// Zones are assigned to nodes round robin as topology.kubernetes.io/zone;
 	// zone-a, zone-b and zone-c when empty.
 	Zones []string
+	// NodeWorkers bounds concurrent requests while creating the nodes;
+	// a small default (8) when zero. Raise it to create many nodes fast.
+	NodeWorkers int
 	// Log receives progress messages; nil discards them.
 	Log logrus.FieldLogger
 }
@@ -79,6 +82,7 @@ type Cluster struct {
 	kubeconfigPath string
 	restConfig     *rest.Config
 	client         kubernetes.Interface
+	nodeWorkers    int // concurrent node creations; the nodeWorkers const when 0
 
 	mu        sync.Mutex
 	procs     []*Process // in start order
@@ -97,6 +101,8 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		bins:  cfg.Binaries,
 		dir:   cfg.Dir,
 		zones: cfg.Zones,
+
+		nodeWorkers: cfg.NodeWorkers,
 	}
 	if len(c.zones) == 0 {
 		c.zones = []string{"zone-a", "zone-b", "zone-c"}
@@ -172,6 +178,15 @@ func (c *Cluster) StartProcess(ctx context.Context, name, path string, args ...s
 	}
 	c.procs = append(c.procs, p)
 	return p, nil
+}
+
+// Processes returns the processes the cluster has started so far (etcd,
+// kube-apiserver, then whatever StartProcess started, stopped ones
+// included), in start order. The slice is a copy.
+func (c *Cluster) Processes() []*Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*Process(nil), c.procs...)
 }
 
 // Kubectl runs kubectl with the admin kubeconfig and returns its standard

@@ -45,7 +45,11 @@ func (c *Cluster) CreateNodes(ctx context.Context, names, zones []string) error 
 		return fmt.Errorf("creating nodes: %d names but %d zones", len(names), len(zones))
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(nodeWorkers)
+	workers := nodeWorkers
+	if c.nodeWorkers > 0 {
+		workers = c.nodeWorkers
+	}
+	g.SetLimit(workers)
 	for i := range names {
 		g.Go(func() error { return c.createNode(ctx, names[i], zones[i]) })
 	}

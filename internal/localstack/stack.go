@@ -74,6 +74,15 @@ type Options struct {
 	// ExtenderArgs are extra arguments of regosched serve, e.g.
 	// "--inflight-wait=0"; later flags win over the stack's own.
 	ExtenderArgs []string
+	// NoScheduler leaves kube-scheduler out of Start: the control plane
+	// and regosched run, and the caller starts a scheduler of its own
+	// (e.g. with SchedulerConfig and Cluster().StartScheduler) when it
+	// likes. Helpers that check the scheduler is alive then skip that
+	// check. The zero value starts the deployed scheduler as before.
+	NoScheduler bool
+	// NodeWorkers bounds concurrent requests while creating the nodes
+	// (localcluster.Config.NodeWorkers); localcluster's default when 0.
+	NodeWorkers int
 	// RepoRoot is the checkout to build and read deploy/ from;
 	// localcluster.FindRepoRoot is used when empty.
 	RepoRoot string
@@ -156,7 +165,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 
 	s.cluster, err = localcluster.Start(ctx, localcluster.Config{
-		Binaries: bins, Nodes: opts.Nodes, Zones: opts.Zones, Log: log,
+		Binaries: bins, Nodes: opts.Nodes, Zones: opts.Zones, NodeWorkers: opts.NodeWorkers, Log: log,
 	})
 	if err != nil {
 		return nil, err
@@ -170,8 +179,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.StartExtender(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.startScheduler(ctx); err != nil {
-		return nil, err
+	if !opts.NoScheduler {
+		if err := s.startScheduler(ctx); err != nil {
+			return nil, err
+		}
 	}
 	log.WithField("extender", s.ExtenderURL()).Info("stack ready")
 	return s, nil
@@ -217,6 +228,26 @@ func (s *Stack) startScheduler(ctx context.Context) error {
 	s.scheduler = p
 	s.mu.Unlock()
 	return nil
+}
+
+// SchedulerConfig returns the deployed scheduler configuration
+// (deploy/scheduler/kube-scheduler-config.yaml) adapted to this stack, as
+// Start runs it: the cluster's kubeconfig, no leader election, the
+// extender's urlPrefix pointing at this stack's regosched.
+func (s *Stack) SchedulerConfig() ([]byte, error) {
+	base, err := os.ReadFile(filepath.Join(s.root, schedulerConfigPath))
+	if err != nil {
+		return nil, fmt.Errorf("reading scheduler config: %w", err)
+	}
+	return localcluster.SchedulerConfig(base, s.cluster.KubeconfigPath(), s.ExtenderURL())
+}
+
+// ExtenderProcess returns the running regosched process, nil while it is
+// stopped.
+func (s *Stack) ExtenderProcess() *localcluster.Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.extender
 }
 
 // Client returns an admin clientset.

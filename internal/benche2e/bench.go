@@ -1,0 +1,456 @@
+package benche2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/yaml"
+
+	ls "github.com/regosched/regosched/internal/localstack"
+)
+
+// Options configures Run.
+type Options struct {
+	// Nodes is the number of fake nodes (three zones, round robin).
+	Nodes int
+	// Workload is what to schedule in each measurement.
+	Workload Workload
+	// Modes are the configurations to measure, in this order; all when
+	// empty.
+	Modes []Mode
+	// Timeout bounds each measurement's wait for every pod to be bound.
+	Timeout time.Duration
+	// ClientQPS is the client rate limit (QPS, and twice as much burst)
+	// of kube-scheduler (clientConnection) and of regosched
+	// (--kube-api-qps), the same for every configuration. 0 keeps their
+	// defaults: 50/100 for kube-scheduler, 100/200 for regosched.
+	ClientQPS int
+	// NodeWorkers and CreateWorkers bound concurrent requests while
+	// creating nodes and pods.
+	NodeWorkers   int
+	CreateWorkers int
+	// Out receives the detail lines and, last, the result line.
+	Out io.Writer
+	// Log receives progress messages; nil discards them.
+	Log logrus.FieldLogger
+}
+
+// verbMetric is regosched's per-verb latency histogram.
+const verbMetric = "regosched_request_duration_seconds"
+
+// Run starts the stack, measures each configuration on it with fresh
+// namespaces, writes details and the result line to opts.Out, and stops
+// everything. A configuration that times out is reported with what was
+// bound; Run then returns an error after printing the result line.
+func Run(ctx context.Context, opts Options) error {
+	if err := opts.Workload.Validate(); err != nil {
+		return err
+	}
+	if opts.Nodes < 1 {
+		return fmt.Errorf("need at least one node, got %d", opts.Nodes)
+	}
+	modes := opts.Modes
+	if len(modes) == 0 {
+		modes = Modes
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 10 * time.Minute
+	}
+	if opts.CreateWorkers <= 0 {
+		opts.CreateWorkers = 16
+	}
+	if opts.NodeWorkers <= 0 {
+		opts.NodeWorkers = 32
+	}
+	log := opts.Log
+	if log == nil {
+		l := logrus.New()
+		l.SetOutput(io.Discard)
+		log = l
+	}
+	out := opts.Out
+	if out == nil {
+		out = io.Discard
+	}
+	printf := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+
+	// regosched as deployed (log level info), with the same client rate
+	// limit as the scheduler.
+	extArgs := []string{"--log-level=info"}
+	if opts.ClientQPS > 0 {
+		extArgs = append(extArgs,
+			"--kube-api-qps="+strconv.Itoa(opts.ClientQPS),
+			"--kube-api-burst="+strconv.Itoa(2*opts.ClientQPS))
+	}
+	t0 := time.Now()
+	log.Info("building and starting etcd, kube-apiserver and regosched (no scheduler yet)")
+	stack, err := ls.Start(ctx, ls.Options{
+		Nodes: 0, NoScheduler: true, NodeWorkers: opts.NodeWorkers, ExtenderArgs: extArgs, Log: log,
+	})
+	if err != nil {
+		return fmt.Errorf("starting the stack: %w", err)
+	}
+	defer stack.Stop()
+	printf("phase: stack start (builds, etcd, kube-apiserver, regosched): %s", time.Since(t0).Round(time.Millisecond))
+
+	t1 := time.Now()
+	if _, err := stack.Cluster().AddNodes(ctx, opts.Nodes); err != nil {
+		return err
+	}
+	d := time.Since(t1)
+	printf("phase: %d nodes created in %s (%.0f nodes/s, %d workers, create + status update each)",
+		opts.Nodes, d.Round(time.Millisecond), float64(opts.Nodes)/d.Seconds(), opts.NodeWorkers)
+
+	b := &bench{opts: opts, stack: stack, log: log, printf: printf}
+	var results []Result
+	var failed error
+	for _, m := range modes {
+		if m != ModeRegosched {
+			// regosched would otherwise watch (and spend CPU on) the
+			// pods of the native runs.
+			stack.StopExtender()
+		}
+		r, err := b.measure(ctx, m)
+		if err != nil {
+			return fmt.Errorf("configuration %s (%s): %w", m, m.Name(), err)
+		}
+		for _, l := range r.Details() {
+			printf("%s", l)
+		}
+		if r.TimedOut {
+			failed = errors.Join(failed, fmt.Errorf("configuration %s (%s) timed out: %d of %d pods bound", m, m.Name(), r.Bound, r.Pods))
+		}
+		results = append(results, r)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	printf("%s", ResultLine(opts.Nodes, opts.Workload.Size(), results))
+	return failed
+}
+
+type bench struct {
+	opts   Options
+	stack  *ls.Stack
+	log    logrus.FieldLogger
+	printf func(string, ...any)
+}
+
+// measure runs one configuration: fresh namespaces, every pod created
+// while no scheduler runs, then one kube-scheduler started and timed until
+// every pod is bound; then the placement is checked and the pods deleted.
+func (b *bench) measure(ctx context.Context, mode Mode) (Result, error) {
+	run := string(mode)
+	w := b.opts.Workload
+	client := b.stack.Client()
+	log := b.log.WithField("configuration", mode.Name())
+	res := Result{Mode: mode, Pods: w.Size()}
+
+	nss := w.NamespaceNames(run)
+	for _, ns := range nss {
+		if err := b.stack.EnsureNamespace(ctx, ns); err != nil {
+			return res, err
+		}
+	}
+	watch, err := startBindWatch(ctx, client, run, w.Size())
+	if err != nil {
+		return res, err
+	}
+	defer watch.stop()
+
+	var verbsBefore []VerbTime
+	if mode == ModeRegosched {
+		if err := b.stack.StartExtender(ctx); err != nil {
+			return res, err
+		}
+		if verbsBefore, err = b.verbTimes(ctx); err != nil {
+			return res, err
+		}
+	}
+
+	// Every pod first, with no scheduler running.
+	pods := w.Pods(mode, run)
+	log.WithField("pods", len(pods)).Info("creating pods")
+	res.CreateStart = time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(b.opts.CreateWorkers)
+	for _, p := range pods {
+		g.Go(func() error {
+			if _, err := client.CoreV1().Pods(p.Namespace).Create(gctx, p, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating pod %s/%s: %w", p.Namespace, p.Name, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return res, err
+	}
+	res.CreateEnd = time.Now()
+	if n := watch.boundCount(); n > 0 {
+		return res, fmt.Errorf("%d pods were bound before any scheduler ran", n)
+	}
+
+	// Then one scheduler, timed.
+	cfg, err := b.schedulerConfig(mode)
+	if err != nil {
+		return res, err
+	}
+	pids := b.pids()
+	before := cpuSnapshot(pids)
+	log.Info("starting kube-scheduler")
+	res.SchedStart = time.Now()
+	sched, err := b.stack.Cluster().StartScheduler(ctx, cfg)
+	if err != nil {
+		return res, err
+	}
+	defer sched.Stop()
+	pids["kube-scheduler"] = sched.PID()
+	before["kube-scheduler"] = 0 // a new process: its start-up counts
+
+	timer := time.NewTimer(b.opts.Timeout)
+	defer timer.Stop()
+	select {
+	case <-watch.allBound:
+	case <-timer.C:
+		res.TimedOut = true
+	case <-sched.Done():
+		return res, fmt.Errorf("kube-scheduler exited: %v (log %s)", sched.Err(), sched.LogPath)
+	case <-ctx.Done():
+		return res, ctx.Err()
+	}
+	after := cpuSnapshot(pids)
+	res.Bound, res.FirstBound, res.LastBound = watch.result()
+	if res.TimedOut {
+		res.LastBound = time.Now()
+	}
+	res.CPU = cpuDelta([]string{"kube-apiserver", "etcd", "kube-scheduler", "regosched", "bench"}, before, after)
+	if mode == ModeRegosched {
+		after, err := b.verbTimes(ctx)
+		if err != nil {
+			return res, err
+		}
+		res.Verbs = SubVerbTimes(after, verbsBefore)
+	}
+	sched.Stop()
+	log.WithFields(logrus.Fields{"bound": res.Bound, "took": res.LastBound.Sub(res.SchedStart).Round(time.Millisecond)}).Info("scheduling done")
+
+	// The independent check, on the API server's final word.
+	t := time.Now()
+	list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: LabelRun + "=" + run})
+	if err != nil {
+		return res, fmt.Errorf("listing pods: %w", err)
+	}
+	bound := 0
+	for i := range list.Items {
+		if list.Items[i].Spec.NodeName != "" {
+			bound++
+		}
+	}
+	if bound != res.Bound {
+		log.Warnf("the watch saw %d pods bound, the API server lists %d", res.Bound, bound)
+	}
+	res.Violations = Violations(list.Items)
+	checkTook := time.Since(t)
+
+	// Leave an empty cluster to the next configuration.
+	t = time.Now()
+	if err := deletePods(ctx, client, nss, run); err != nil {
+		return res, err
+	}
+	b.printf("phase: %s: check %s, delete %d pods %s", mode.Name(), checkTook.Round(time.Millisecond), len(list.Items), time.Since(t).Round(time.Millisecond))
+	return res, nil
+}
+
+// schedulerConfig is the KubeSchedulerConfiguration of mode: the deployed
+// one for regosched, one bare profile otherwise; the client rate limit of
+// Options.ClientQPS in each.
+func (b *bench) schedulerConfig(mode Mode) ([]byte, error) {
+	var doc map[string]any
+	if mode == ModeRegosched {
+		cfg, err := b.stack.SchedulerConfig()
+		if err != nil {
+			return nil, err
+		}
+		if err := yaml.Unmarshal(cfg, &doc); err != nil {
+			return nil, fmt.Errorf("scheduler config: %w", err)
+		}
+	} else {
+		doc = PlainSchedulerConfig(b.stack.Cluster().KubeconfigPath(), mode.SchedulerName())
+	}
+	if b.opts.ClientQPS > 0 {
+		conn, _ := doc["clientConnection"].(map[string]any)
+		if conn == nil {
+			return nil, errors.New("scheduler config: no clientConnection")
+		}
+		conn["qps"] = b.opts.ClientQPS
+		conn["burst"] = 2 * b.opts.ClientQPS
+	}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler config: %w", err)
+	}
+	return out, nil
+}
+
+// PlainSchedulerConfig is a KubeSchedulerConfiguration with one default
+// profile named schedulerName and no extender.
+func PlainSchedulerConfig(kubeconfig, schedulerName string) map[string]any {
+	return map[string]any{
+		"apiVersion":       "kubescheduler.config.k8s.io/v1",
+		"kind":             "KubeSchedulerConfiguration",
+		"clientConnection": map[string]any{"kubeconfig": kubeconfig},
+		"leaderElection":   map[string]any{"leaderElect": false},
+		"profiles":         []any{map[string]any{"schedulerName": schedulerName}},
+	}
+}
+
+// pids are the processes whose CPU time is measured: the control plane,
+// regosched when it runs, and this process (its watch).
+func (b *bench) pids() map[string]int {
+	out := map[string]int{"bench": os.Getpid()}
+	for _, p := range b.stack.Cluster().Processes() {
+		select {
+		case <-p.Done():
+			continue
+		default:
+		}
+		switch p.Name {
+		case "etcd", "kube-apiserver":
+			out[p.Name] = p.PID()
+		}
+	}
+	if p := b.stack.ExtenderProcess(); p != nil {
+		out["regosched"] = p.PID()
+	}
+	return out
+}
+
+func (b *bench) verbTimes(ctx context.Context) ([]VerbTime, error) {
+	body, err := b.stack.Metrics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVerbTimes(body, verbMetric)
+}
+
+// Violations is the independent check of a final placement:
+// localstack.Violations, the default policy's three hard rules (Redis
+// masters of a cluster apart, master and replica of a shard apart,
+// Elasticsearch data pods of a cluster apart) restated in plain Go.
+func Violations(pods []corev1.Pod) []string { return ls.Violations(pods) }
+
+// deletePods deletes every pod of the namespaces at once (no kubelet runs
+// to finish a graceful deletion) and waits until none of run's is left.
+func deletePods(ctx context.Context, client kubernetes.Interface, nss []string, run string) error {
+	zero := int64(0)
+	for _, ns := range nss {
+		err := client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("deleting pods of %s: %w", ns, err)
+		}
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: LabelRun + "=" + run})
+		if err != nil {
+			return false, fmt.Errorf("listing pods: %w", err)
+		}
+		return len(list.Items) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the pods of run %s to go: %w", run, err)
+	}
+	return nil
+}
+
+// bindWatch records when each pod of a run is first seen bound.
+type bindWatch struct {
+	stopCh   chan struct{}
+	allBound chan struct{} // closed once total pods are bound
+
+	mu          sync.Mutex
+	total       int
+	bound       map[types.UID]struct{}
+	first, last time.Time
+}
+
+func startBindWatch(ctx context.Context, client kubernetes.Interface, run string, total int) (*bindWatch, error) {
+	w := &bindWatch{
+		stopCh:   make(chan struct{}),
+		allBound: make(chan struct{}),
+		total:    total,
+		bound:    map[types.UID]struct{}{},
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelRun + "=" + run }))
+	inf := f.Core().V1().Pods().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    w.see,
+		UpdateFunc: func(_, obj any) { w.see(obj) },
+	}); err != nil {
+		return nil, fmt.Errorf("watching pods: %w", err)
+	}
+	f.Start(w.stopCh)
+	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
+		w.stop()
+		return nil, errors.New("watching pods: cache did not sync")
+	}
+	return w, nil
+}
+
+func (w *bindWatch) see(obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok || p.Spec.NodeName == "" {
+		return
+	}
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, seen := w.bound[p.UID]; seen {
+		return
+	}
+	w.bound[p.UID] = struct{}{}
+	if w.first.IsZero() {
+		w.first = now
+	}
+	w.last = now
+	if len(w.bound) == w.total {
+		close(w.allBound)
+	}
+}
+
+func (w *bindWatch) boundCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.bound)
+}
+
+func (w *bindWatch) result() (bound int, first, last time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.bound), w.first, w.last
+}
+
+func (w *bindWatch) stop() {
+	select {
+	case <-w.stopCh:
+	default:
+		close(w.stopCh)
+	}
+}

@@ -1,0 +1,200 @@
+// Package benche2e is regosched's end-to-end throughput benchmark
+// (cmd/regosched-bench-e2e, `make bench-e2e`): on one local control plane
+// (internal/localstack) it schedules the same mixed Redis/Elasticsearch
+// workload three ways — kube-scheduler with regosched as extender, plain
+// kube-scheduler with the equivalent native required pod anti-affinity,
+// and plain kube-scheduler with no rules — and reports pods bound per
+// second, an independent count of broken placement rules, and the CPU time
+// each process spent.
+package benche2e
+
+import (
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/regosched/regosched/internal/localcluster"
+	ls "github.com/regosched/regosched/internal/localstack"
+)
+
+// LabelRun marks every pod of one measurement, so that a watch sees those
+// and nothing else.
+const LabelRun = "regosched.io/bench-run"
+
+// Mode is one of the three measured configurations.
+type Mode string
+
+// The configurations, in the order Run measures them.
+const (
+	// ModeRegosched is kube-scheduler with the deployed configuration:
+	// regosched as extender (filter, prioritize, preempt, bind).
+	ModeRegosched Mode = "a"
+	// ModeNative is kube-scheduler alone, the rules written as required
+	// pod anti-affinity in every pod.
+	ModeNative Mode = "b"
+	// ModeNoRules is kube-scheduler alone, no rules: the ceiling.
+	ModeNoRules Mode = "c"
+)
+
+// Modes lists every mode in measuring order.
+var Modes = []Mode{ModeRegosched, ModeNative, ModeNoRules}
+
+// ParseMode accepts a, b, c or the names regosched, native, norules.
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "a", "regosched":
+		return ModeRegosched, nil
+	case "b", "native":
+		return ModeNative, nil
+	case "c", "norules", "no-rules":
+		return ModeNoRules, nil
+	}
+	return "", fmt.Errorf("unknown configuration %q: want a (regosched), b (native) or c (norules)", s)
+}
+
+// Name is the mode's name in the result line: regosched, native, norules.
+func (m Mode) Name() string {
+	switch m {
+	case ModeRegosched:
+		return "regosched"
+	case ModeNative:
+		return "native"
+	case ModeNoRules:
+		return "norules"
+	}
+	return string(m)
+}
+
+// SchedulerName is the scheduler profile the mode's pods ask for: the
+// deployed profile for regosched, one of the benchmark's own otherwise.
+func (m Mode) SchedulerName() string {
+	if m == ModeRegosched {
+		return ls.SchedulerName
+	}
+	return "bench-" + m.Name()
+}
+
+// Workload is the shape of the pods to schedule.
+type Workload struct {
+	// RedisClusters each have RedisShards shards of a master and a replica.
+	RedisClusters int
+	RedisShards   int
+	// ESClusters each have ESDataPods data pods.
+	ESClusters int
+	ESDataPods int
+	// Namespaces the clusters are spread over, round robin.
+	Namespaces int
+}
+
+// DefaultWorkload is 150 Redis clusters × 3 shards × (master + replica)
+// and 120 Elasticsearch clusters × 5 data pods: 1,500 pods over 10
+// namespaces.
+func DefaultWorkload() Workload {
+	return Workload{RedisClusters: 150, RedisShards: 3, ESClusters: 120, ESDataPods: 5, Namespaces: 10}
+}
+
+// Size is the number of pods.
+func (w Workload) Size() int {
+	return w.RedisClusters*w.RedisShards*2 + w.ESClusters*w.ESDataPods
+}
+
+// Validate rejects a workload with nothing to schedule or no namespace.
+func (w Workload) Validate() error {
+	if w.RedisClusters < 0 || w.RedisShards < 0 || w.ESClusters < 0 || w.ESDataPods < 0 {
+		return fmt.Errorf("workload: negative size in %+v", w)
+	}
+	if w.Namespaces < 1 {
+		return fmt.Errorf("workload: need at least one namespace, got %d", w.Namespaces)
+	}
+	if w.Size() == 0 {
+		return fmt.Errorf("workload: no pods in %+v", w)
+	}
+	return nil
+}
+
+// NamespaceNames are the namespaces of the run named run, e.g.
+// bench-a-00..bench-a-09: every run gets fresh ones.
+func (w Workload) NamespaceNames(run string) []string {
+	out := make([]string, w.Namespaces)
+	for i := range out {
+		out[i] = fmt.Sprintf("bench-%s-%02d", run, i)
+	}
+	return out
+}
+
+// Pods returns the workload's pods for mode, in namespaces
+// NamespaceNames(run), labelled LabelRun=run. Clusters go round robin over
+// the namespaces; pods are ordered cluster by cluster. Native mode adds the
+// rules as required pod anti-affinity; the others carry none.
+func (w Workload) Pods(mode Mode, run string) []*corev1.Pod {
+	nss := w.NamespaceNames(run)
+	pods := make([]*corev1.Pod, 0, w.Size())
+	add := func(p *corev1.Pod) {
+		p.Labels[LabelRun] = run
+		p.Spec.SchedulerName = mode.SchedulerName()
+		if mode == ModeNative {
+			p.Spec.Affinity = NativeAntiAffinity(p.Labels)
+		}
+		pods = append(pods, p)
+	}
+	for c := range w.RedisClusters {
+		ns, cluster := nss[c%len(nss)], fmt.Sprintf("redis-%03d", c)
+		for sh := range w.RedisShards {
+			shard := strconv.Itoa(sh)
+			add(ls.RedisPod(ns, cluster, fmt.Sprintf("%s-%d-master", cluster, sh), "master", shard))
+			add(ls.RedisPod(ns, cluster, fmt.Sprintf("%s-%d-replica", cluster, sh), "replica", shard))
+		}
+	}
+	for c := range w.ESClusters {
+		ns, cluster := nss[c%len(nss)], fmt.Sprintf("es-%03d", c)
+		for d := range w.ESDataPods {
+			add(ls.ESPod(ns, cluster, fmt.Sprintf("%s-data-%d", cluster, d), "data"))
+		}
+	}
+	return pods
+}
+
+// NativeAntiAffinity is the default policy's hard rules for a pod with
+// these labels, as kube-scheduler's own required pod anti-affinity on the
+// hostname (terms apply in the pod's namespace, which with the instance
+// label makes a cluster):
+//
+//   - a Redis master avoids the masters of its cluster and the replicas of
+//     its shard;
+//   - a Redis replica avoids the master of its shard;
+//   - an Elasticsearch data pod avoids the data pods of its cluster.
+//
+// Cluster and shard come from matchLabelKeys (GA and locked on since
+// Kubernetes 1.33), which the API server merges into the label selector at
+// creation. It returns nil for any other pod.
+func NativeAntiAffinity(labels map[string]string) *corev1.Affinity {
+	term := func(app, role string, keys ...string) corev1.PodAffinityTerm {
+		return corev1.PodAffinityTerm{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
+				ls.LabelName:      app,
+				ls.LabelComponent: role,
+			}},
+			MatchLabelKeys: keys,
+			TopologyKey:    localcluster.LabelHostname,
+		}
+	}
+	var terms []corev1.PodAffinityTerm
+	switch labels[ls.LabelName] + "/" + labels[ls.LabelComponent] {
+	case "redis/master":
+		terms = []corev1.PodAffinityTerm{
+			term("redis", "master", ls.LabelInstance),
+			term("redis", "replica", ls.LabelInstance, ls.LabelShard),
+		}
+	case "redis/replica":
+		terms = []corev1.PodAffinityTerm{term("redis", "master", ls.LabelInstance, ls.LabelShard)}
+	case "elasticsearch/data":
+		terms = []corev1.PodAffinityTerm{term("elasticsearch", "data", ls.LabelInstance)}
+	default:
+		return nil
+	}
+	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: terms,
+	}}
+}
