@@ -6,15 +6,15 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 OPA := $(GO) tool opa
 
-.PHONY: help build test unit rego e2e demo lint run bench bench-e2e fmt
+.PHONY: help build test unit rego fuzz e2e demo lint run bench bench-e2e fmt
 
 help: ## List the targets
-	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 build: ## Build bin/regosched
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/regosched ./cmd/regosched
 
-test: unit rego e2e ## Every test: vet, Go unit tests, Rego checks and tests, end-to-end suite
+test: unit rego fuzz e2e ## Every test: vet, Go unit tests, Rego checks and tests, a short fuzz run, end-to-end suite
 
 unit: ## go vet and the Go unit tests (these also run the Rego tests through OPA's tester)
 	$(GO) vet ./...
@@ -27,6 +27,12 @@ rego: ## opa fmt, opa check --strict and opa test with coverage on rego/
 	$(OPA) test --bundle --verbose rego/
 	$(OPA) test --bundle --coverage --threshold 90 rego/ > /dev/null
 
+FUZZTIME ?= 10s
+fuzz: ## A short, bounded run of every fuzz target (FUZZTIME each; seeds in testdata/requests)
+	@for t in FuzzFilter FuzzPrioritize FuzzPreempt FuzzBind; do \
+	  echo "fuzz $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./internal/extender/ || exit 1; done
+	$(GO) test -run '^$$' -fuzz '^FuzzInput$$' -fuzztime $(FUZZTIME) ./internal/policy/
+
 e2e: ## End-to-end suite on a local control plane (builds etcd, kube-apiserver, kube-scheduler once, cached)
 	$(GO) test -tags e2e -count=1 -timeout 40m -v ./internal/localcluster/ ./internal/e2e/
 
@@ -37,7 +43,7 @@ lint: ## go vet and golangci-lint
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
 
-run: build ## Serve against the cluster of $$KUBECONFIG
+run: build ## Serve against the cluster of your KUBECONFIG, with debug logs
 	./bin/regosched serve --log-level=debug
 
 bench: ## Go benchmarks of the hot paths

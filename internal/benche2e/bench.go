@@ -229,7 +229,7 @@ func (b *bench) measure(ctx context.Context, mode Mode) (Result, error) {
 	case <-timer.C:
 		res.TimedOut = true
 	case <-sched.Done():
-		return res, fmt.Errorf("kube-scheduler exited: %v (log %s)", sched.Err(), sched.LogPath)
+		return res, fmt.Errorf("kube-scheduler exited: %w (log %s)", sched.Err(), sched.LogPath)
 	case <-ctx.Done():
 		return res, ctx.Err()
 	}

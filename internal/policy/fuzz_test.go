@@ -1,0 +1,45 @@
+package policy
+
+import (
+	"context"
+	"testing"
+
+	"github.com/regosched/regosched/internal/placement"
+)
+
+// FuzzInput builds inputs from arbitrary names and label values and checks
+// that the default policy answers every entry point without an error: no
+// label a user can set may make a decision fail.
+func FuzzInput(f *testing.F) {
+	p := mustDefaultPolicy(f)
+	f.Add("shop", "cache-0", "redis", "cache", "master", "0", "node-1", int32(0))
+	f.Add("logs", "es-0", "elasticsearch", "es", "data", "", "", int32(-5))
+	f.Add("", "", "", "", "", "", "", int32(2000000000))
+	f.Add("a/b", "\x00", "redis", "\u00e9", "slave", "x y", "node/1", int32(7))
+	f.Fuzz(func(t *testing.T, ns, name, app, instance, component, shard, node string, prio int32) {
+		labels := map[string]string{
+			nameLabel:      app,
+			instanceLabel:  instance,
+			componentLabel: component,
+			shardLabel:     shard,
+			eckCluster:     instance,
+			eckData:        component,
+		}
+		pod := &placement.Pod{Namespace: ns, Name: name, UID: "pending", Labels: labels, Priority: prio}
+		peer := &placement.Pod{Namespace: ns, Name: name + "-peer", UID: "peer", Labels: labels, Priority: prio, Node: node}
+		ctx := context.Background()
+		if _, err := p.PeerKeys(ctx, pod); err != nil {
+			t.Fatalf("PeerKeys: %v", err)
+		}
+		in := &Input{Pod: pod, Peers: []*placement.Pod{peer}, Nodes: map[string]map[string]string{node: {"topology.kubernetes.io/zone": shard}}}
+		if _, err := p.Conflicts(ctx, in); err != nil {
+			t.Fatalf("Conflicts: %v", err)
+		}
+		if _, err := p.Penalties(ctx, in); err != nil {
+			t.Fatalf("Penalties: %v", err)
+		}
+		if _, err := p.Protected(ctx, peer); err != nil {
+			t.Fatalf("Protected: %v", err)
+		}
+	})
+}
