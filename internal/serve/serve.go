@@ -5,6 +5,7 @@ package serve
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -25,6 +26,7 @@ import (
 	"github.com/regosched/regosched/internal/leader"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/internal/tlsserve"
 )
 
 // Options are the settings of `regosched serve`.
@@ -43,6 +45,9 @@ type Options struct {
 	// KubeAPIQPS and KubeAPIBurst bound the API requests (binds, reads).
 	KubeAPIQPS   float32
 	KubeAPIBurst int
+	// TLS, when its CertFile is set, serves HTTPS (with client certificate
+	// authentication when ClientCAFile is set too).
+	TLS tlsserve.Files
 	// LeaderElect makes replicas elect one leader through a Lease; only the
 	// leader is ready and answers the verbs.
 	LeaderElect bool
@@ -138,12 +143,22 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 
+	var tlsConfig *tls.Config
+	if opts.TLS.CertFile != "" || opts.TLS.KeyFile != "" || opts.TLS.ClientCAFile != "" {
+		certs, err := tlsserve.New(opts.TLS, log.WithField("component", "tls"))
+		if err != nil {
+			return err
+		}
+		tlsConfig = certs.Config()
+	}
+
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", opts.Listen, err)
 	}
 	srv := &http.Server{
 		Handler:           handler,
+		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 5 * time.Second,
 		// The scheduler's own httpTimeout is 5s by default; nothing
 		// legitimate takes longer than these.
@@ -168,8 +183,17 @@ func Run(ctx context.Context, opts Options) error {
 	}
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	log.WithFields(logrus.Fields{"address": ln.Addr().String(), "urlPrefix": opts.URLPrefix}).Info("serving")
+	go func() {
+		if tlsConfig != nil {
+			errc <- srv.ServeTLS(ln, "", "") // certificates come from TLSConfig
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
+	log.WithFields(logrus.Fields{
+		"address": ln.Addr().String(), "urlPrefix": opts.URLPrefix,
+		"tls": tlsConfig != nil, "clientAuth": opts.TLS.ClientCAFile != "",
+	}).Info("serving")
 	var runErr error
 	select {
 	case err := <-errc:
