@@ -67,6 +67,7 @@ func runServe(args []string) error {
 	fs.StringVar(&opts.Listen, "listen", ":8888", "address to serve the extender API, health and metrics on")
 	fs.StringVar(&opts.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)")
 	fs.StringVar(&opts.PolicyPath, "policy", "", "OPA bundle directory or .tar.gz (default: the embedded policy of rego/)")
+	fs.DurationVar(&opts.PolicyPoll, "policy-poll", 2*time.Second, "how often --policy is checked for changes; a change is loaded once it has held still for one interval (0: never reload)")
 	fs.StringVar(&opts.URLPrefix, "url-prefix", "/scheduler", "path prefix of the extender verbs, as in the scheduler's urlPrefix")
 	fs.Int64Var(&opts.MaxBodyBytes, "max-request-bytes", extender.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
 	fs.DurationVar(&opts.InFlightTTL, "inflight-ttl", 2*time.Second, "how long a pod that passed filter holds its peers back while its binding is not seen")

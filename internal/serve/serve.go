@@ -42,6 +42,9 @@ type Options struct {
 	// filter but whose binding is not yet seen (see decision.Options).
 	InFlightTTL  time.Duration
 	InFlightWait time.Duration
+	// PolicyPoll is how often --policy is checked for changes; 0 disables
+	// reloading. Unused for the embedded policy.
+	PolicyPoll time.Duration
 	// KubeAPIQPS and KubeAPIBurst bound the API requests (binds, reads).
 	KubeAPIQPS   float32
 	KubeAPIBurst int
@@ -129,11 +132,10 @@ func Run(ctx context.Context, opts Options) error {
 			return nil
 		},
 		Version: func() any {
-			v := map[string]string{"version": opts.Version}
-			if p := active.Load(); p != nil {
-				v["policyRevision"] = p.Revision()
-			}
-			return v
+			return struct {
+				Version string `json:"version"`
+				policy.Status
+			}{opts.Version, active.Status()}
 		},
 		Registerer: reg,
 		Gatherer:   reg,
@@ -175,6 +177,15 @@ func Run(ctx context.Context, opts Options) error {
 			log.WithFields(logrus.Fields{"pods": cache.PodCount(), "nodes": cache.NodeCount()}).Info("placement cache synced; ready")
 		}
 	}()
+
+	if opts.PolicyPath != "" && opts.PolicyPoll > 0 {
+		w := &policy.Watcher{
+			Path: opts.PolicyPath, Interval: opts.PolicyPoll, Active: active, Log: log.WithField("component", "policy"),
+			// A new policy may group pods differently: index them again.
+			Activate: func(ctx context.Context, _ *policy.Policy) { cache.SetKeyFunc(ctx, keys) },
+		}
+		go w.Run(ctx)
+	}
 
 	var lost <-chan struct{}
 	if elector != nil {

@@ -1,0 +1,117 @@
+package policy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Watcher reloads a bundle directory or .tar.gz when it changes on disk.
+// It polls a fingerprint of the files (names, sizes, modification times),
+// and loads a change only once it has held still for one interval, so that
+// a bundle being copied file by file is not loaded half-written. A bundle
+// that fails to load, compile or pass its smoke test never replaces the
+// active policy.
+type Watcher struct {
+	Path     string
+	Interval time.Duration
+	Active   *Active
+	// Activate is called with each new policy after it is stored, e.g. to
+	// re-index the placement cache under its peer_keys.
+	Activate func(context.Context, *Policy)
+	Log      logrus.FieldLogger
+}
+
+// Run polls until ctx ends. The current content counts as loaded already.
+func (w *Watcher) Run(ctx context.Context) {
+	loaded, _ := fingerprint(w.Path)
+	pending := ""
+	ticker := time.NewTicker(w.Interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		fp, err := fingerprint(w.Path)
+		if err != nil {
+			// Reported once per distinct error, not at every poll.
+			if gone := "error: " + err.Error(); gone != loaded {
+				loaded = gone
+				w.fail(fmt.Errorf("reading policy bundle %s: %w", w.Path, err))
+			}
+			continue
+		}
+		if fp == loaded {
+			pending = ""
+			continue
+		}
+		if fp != pending {
+			pending = fp // changed: wait one interval for it to settle
+			continue
+		}
+		pending = ""
+		w.reload(ctx, &loaded, fp)
+	}
+}
+
+func (w *Watcher) reload(ctx context.Context, loaded *string, fp string) {
+	// The content is settled: whatever the outcome, it is not tried again
+	// until it changes.
+	*loaded = fp
+	b, err := Load(w.Path)
+	if err == nil {
+		var p *Policy
+		if p, err = Compile(ctx, b); err == nil {
+			w.Active.Store(p)
+			w.Active.Replaced()
+			if w.Activate != nil {
+				w.Activate(ctx, p)
+			}
+			w.Log.WithField("revision", p.Revision()).Info("policy bundle reloaded")
+			return
+		}
+	}
+	w.fail(err)
+}
+
+// fail records a rejected bundle; the active policy stays.
+func (w *Watcher) fail(err error) {
+	w.Active.Failed(err, time.Now())
+	w.Log.WithError(err).WithField("revision", w.Active.Status().Revision).
+		Error("policy bundle rejected; the previous policy stays active")
+}
+
+// fingerprint summarises the names, sizes and modification times of the
+// files under path (or of the file itself).
+func fingerprint(path string) (string, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			_, _ = fmt.Fprintf(h, "%s\x00%d\x00%d\x00", p, info.Size(), info.ModTime().UnixNano())
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(path); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -1,0 +1,118 @@
+package policy
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// copyBundle copies the default policy (without tests) to a temporary
+// directory a test can edit.
+func copyBundle(t *testing.T) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir("../../rego", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel("../../rego", p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		if strings.HasSuffix(p, "_test.rego") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func setRevision(t *testing.T, dir, rev string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, ".manifest"), []byte(`{"revision": "`+rev+`", "roots": ["regosched"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWatcherSwapsGoodBundlesOnly(t *testing.T) {
+	dir := copyBundle(t)
+	setRevision(t, dir, "v1")
+	b, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := Compile(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	active, err := NewActive(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	active.Store(first)
+	activated := make(chan string, 10)
+	log, _ := logtest.NewNullLogger()
+	w := &Watcher{Path: dir, Interval: 20 * time.Millisecond, Active: active, Log: log,
+		Activate: func(_ context.Context, p *Policy) { activated <- p.Revision() }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 20*time.Second, true,
+			func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+	}
+
+	// A good change is loaded and activated.
+	setRevision(t, dir, "v2")
+	waitFor("revision v2", func() bool { return active.Status().Revision == "v2" })
+	if got := <-activated; got != "v2" {
+		t.Errorf("Activate got %q, want v2", got)
+	}
+
+	// A syntax error never replaces the active policy; the failure is shown.
+	broken := filepath.Join(dir, "regosched", "broken.rego")
+	if err := os.WriteFile(broken, []byte("package regosched.broken\n\nx := {"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the failure to be recorded", func() bool { return active.Status().LastError != "" })
+	st := active.Status()
+	if st.Revision != "v2" || !strings.Contains(st.LastError, "broken.rego") {
+		t.Errorf("Status() = %+v, want revision v2 and an error naming broken.rego", st)
+	}
+	if got := testutil.ToFloat64(active.reloads.WithLabelValues("failure")); got != 1 {
+		t.Errorf("reloads{failure} = %v, want 1 (reported once, not at every poll)", got)
+	}
+
+	// Fixing it loads the next revision and clears the error.
+	if err := os.Remove(broken); err != nil {
+		t.Fatal(err)
+	}
+	setRevision(t, dir, "v3")
+	waitFor("revision v3", func() bool { return active.Status().Revision == "v3" })
+	if st := active.Status(); st.LastError != "" {
+		t.Errorf("LastError = %q after a good bundle, want empty", st.LastError)
+	}
+	if got := testutil.ToFloat64(active.reloads.WithLabelValues("success")); got != 2 {
+		t.Errorf("reloads{success} = %v, want 2", got)
+	}
+}
