@@ -72,6 +72,7 @@ type Decider struct {
 	log        logrus.FieldLogger
 	opts       Options
 	locks      *groupLocks
+	scores     *scoreCache
 	denials    *prometheus.CounterVec
 	waits      prometheus.Histogram
 	binds      *prometheus.CounterVec
@@ -92,6 +93,7 @@ func New(placements Placements, policies Policies, log logrus.FieldLogger, reg p
 		log:        log,
 		opts:       opts,
 		locks:      newGroupLocks(),
+		scores:     newScoreCache(opts.InFlightTTL),
 		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regosched_filter_denials_total",
 			Help: "Candidate nodes removed by filter, by rule and by whether preemption could resolve the conflict.",

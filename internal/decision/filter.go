@@ -104,12 +104,15 @@ func filterKeeps(r *extenderv1.ExtenderFilterResult) bool {
 
 func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error) {
 	if len(s.peers) == 0 {
+		d.scores.put(s.pod.UID, s.policy, nil) // nothing to prefer: prioritize need not look
 		return passAll(args), nil
 	}
-	conflicts, err := s.policy.Conflicts(ctx, d.input(s))
+	conflicts, penalties, err := s.policy.Judge(ctx, d.input(s))
 	if err != nil {
 		return nil, err
 	}
+	// Prioritize, next, scores with these instead of evaluating again.
+	d.scores.put(s.pod.UID, s.policy, penalties)
 	if len(conflicts) == 0 {
 		return passAll(args), nil
 	}

@@ -5,6 +5,8 @@ import (
 	"math"
 
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/regosched/regosched/internal/policy"
 )
 
 // hostnameKey is the topology key that names a single node; penalties on it
@@ -16,15 +18,7 @@ const hostnameKey = "kubernetes.io/hostname"
 // Nodes that score 0 are left out of the answer (kube-scheduler scores a
 // missing node 0), and a pod with no peers gets an empty list: no preference.
 func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
-	// No wait: filter, just before, waited for the same peers.
-	s, err := d.lookup(ctx, args.Pod, false)
-	if err != nil {
-		return nil, err
-	}
-	if len(s.peers) == 0 {
-		return extenderv1.HostPriorityList{}, nil
-	}
-	penalties, err := s.policy.Penalties(ctx, d.input(s))
+	penalties, err := d.penalties(ctx, args)
 	if err != nil {
 		return nil, err
 	}
@@ -70,6 +64,25 @@ func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs)
 		}
 	}
 	return out, nil
+}
+
+// penalties are those filter computed for this pod just before, or else
+// (no filter call kept them: another extender filtered, or they expired)
+// evaluated now.
+func (d *Decider) penalties(ctx context.Context, args *extenderv1.ExtenderArgs) ([]policy.Penalty, error) {
+	pol := d.policies.Load()
+	if pol == nil {
+		return nil, ErrNoPolicy
+	}
+	if p, ok := d.scores.take(args.Pod.UID, pol); ok {
+		return p, nil
+	}
+	// No wait: filter, just before, waited for the same peers.
+	s, err := d.lookup(ctx, args.Pod, false)
+	if err != nil || len(s.peers) == 0 {
+		return nil, err
+	}
+	return s.policy.Penalties(ctx, d.input(s))
 }
 
 // nodeLabels reads candidate i's labels from the request when it carries

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/rego"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/regosched/regosched/internal/placement"
@@ -49,8 +48,41 @@ func (p *Policy) PeerKeys(ctx context.Context, pod *placement.Pod) ([]string, er
 
 // Conflicts evaluates the hard rules between the pending pod and its peers.
 func (p *Policy) Conflicts(ctx context.Context, in *Input) ([]Conflict, error) {
+	v, err := eval(ctx, p.conflicts, in.value())
+	if err != nil {
+		return nil, fmt.Errorf("evaluating %s: %w", ConflictsRule, err)
+	}
+	return decodeConflicts(v)
+}
+
+// Judge evaluates the hard and the soft rules in one pass, cheaper than
+// Conflicts and Penalties apart: both start from matching the peers.
+func (p *Policy) Judge(ctx context.Context, in *Input) ([]Conflict, []Penalty, error) {
+	v, err := eval(ctx, p.both, in.value())
+	if err != nil {
+		return nil, nil, fmt.Errorf("evaluating %s and %s: %w", ConflictsRule, PenaltiesRule, err)
+	}
+	if v == nil {
+		return nil, nil, nil
+	}
+	arr, ok := v.(*ast.Array)
+	if !ok || arr.Len() != 2 {
+		return nil, nil, fmt.Errorf("evaluating %s and %s: unexpected result %v", ConflictsRule, PenaltiesRule, v)
+	}
+	conflicts, err := decodeConflicts(arr.Elem(0).Value)
+	if err != nil {
+		return nil, nil, err
+	}
+	penalties, err := decodePenalties(arr.Elem(1).Value)
+	if err != nil {
+		return nil, nil, err
+	}
+	return conflicts, penalties, nil
+}
+
+func decodeConflicts(v ast.Value) ([]Conflict, error) {
 	var out []Conflict
-	err := evalObjects(ctx, p.conflicts, ConflictsRule, in, func(t *ast.Term, o ast.Object) error {
+	err := forEachObject(v, ConflictsRule, func(t *ast.Term, o ast.Object) error {
 		c := Conflict{
 			Node:   str(o, "node"),
 			Rule:   str(o, "rule"),
@@ -68,8 +100,16 @@ func (p *Policy) Conflicts(ctx context.Context, in *Input) ([]Conflict, error) {
 
 // Penalties evaluates the soft rules between the pending pod and its peers.
 func (p *Policy) Penalties(ctx context.Context, in *Input) ([]Penalty, error) {
+	v, err := eval(ctx, p.penalties, in.value())
+	if err != nil {
+		return nil, fmt.Errorf("evaluating %s: %w", PenaltiesRule, err)
+	}
+	return decodePenalties(v)
+}
+
+func decodePenalties(v ast.Value) ([]Penalty, error) {
 	var out []Penalty
-	err := evalObjects(ctx, p.penalties, PenaltiesRule, in, func(t *ast.Term, o ast.Object) error {
+	err := forEachObject(v, PenaltiesRule, func(t *ast.Term, o ast.Object) error {
 		pen := Penalty{
 			TopologyKey: str(o, "topology_key"),
 			Value:       str(o, "value"),
@@ -134,12 +174,8 @@ func (p *Policy) smokeTest(ctx context.Context) error {
 	return err
 }
 
-// evalObjects evaluates rule on in and visits the objects of its result.
-func evalObjects(ctx context.Context, pq rego.PreparedEvalQuery, rule string, in *Input, f func(*ast.Term, ast.Object) error) error {
-	v, err := eval(ctx, pq, in.value())
-	if err != nil {
-		return fmt.Errorf("evaluating %s: %w", rule, err)
-	}
+// forEachObject visits the objects of rule's result v.
+func forEachObject(v ast.Value, rule string, f func(*ast.Term, ast.Object) error) error {
 	return forEach(v, func(t *ast.Term) error {
 		o, ok := t.Value.(ast.Object)
 		if !ok {

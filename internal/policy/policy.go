@@ -26,6 +26,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 )
 
@@ -45,6 +46,9 @@ type Policy struct {
 	keys      rego.PreparedEvalQuery
 	conflicts rego.PreparedEvalQuery
 	penalties rego.PreparedEvalQuery
+	// both evaluates conflicts and penalties in one pass: they share the
+	// work of matching the peers, which dominates.
+	both      rego.PreparedEvalQuery
 	protected *rego.PreparedEvalQuery // nil when the bundle has no such rule
 }
 
@@ -86,23 +90,33 @@ func Compile(ctx context.Context, b *bundle.Bundle) (*Policy, error) {
 		if q.optional {
 			p.protected = q.dst
 		}
-		pq, err := rego.New(
-			rego.ParsedQuery(ast.NewBody(ast.NewExpr(ast.NewTerm(ref)))),
-			rego.Compiler(compiler),
-			rego.Store(store),
-			rego.StoreReadAST(true),
-			// Results stay Rego values; they are read field by field below.
-			rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }),
-		).PrepareForEval(ctx)
+		pq, err := prepare(ctx, compiler, store, ast.NewTerm(ref))
 		if err != nil {
 			return nil, fmt.Errorf("preparing %s: %w", q.rule, err)
 		}
 		*q.dst = pq
 	}
+	both := ast.ArrayTerm(ast.NewTerm(ast.MustParseRef(ConflictsRule)), ast.NewTerm(ast.MustParseRef(PenaltiesRule)))
+	var err error
+	if p.both, err = prepare(ctx, compiler, store, both); err != nil {
+		return nil, fmt.Errorf("preparing %s and %s: %w", ConflictsRule, PenaltiesRule, err)
+	}
 	if err := p.smokeTest(ctx); err != nil {
 		return nil, fmt.Errorf("evaluating policy on a sample pod: %w", err)
 	}
 	return p, nil
+}
+
+// prepare readies a query for a single term, whose results stay Rego values
+// (read field by field by the callers, never converted to Go maps).
+func prepare(ctx context.Context, c *ast.Compiler, store storage.Store, term *ast.Term) (rego.PreparedEvalQuery, error) {
+	return rego.New(
+		rego.ParsedQuery(ast.NewBody(ast.NewExpr(term))),
+		rego.Compiler(c),
+		rego.Store(store),
+		rego.StoreReadAST(true),
+		rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }),
+	).PrepareForEval(ctx)
 }
 
 // Revision names the bundle: the manifest's revision, or a digest of its

@@ -554,3 +554,44 @@ func BenchmarkPenalties(b *testing.B) {
 		}
 	}
 }
+
+// TestJudgeEqualsConflictsAndPenalties: the one-pass evaluation answers
+// exactly what the two rules answer apart.
+func TestJudgeEqualsConflictsAndPenalties(t *testing.T) {
+	p := mustDefaultPolicy(t)
+	ctx := context.Background()
+	in := redisCluster()
+	wantC, err := p.Conflicts(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantP, err := p.Penalties(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotC, gotP, err := p.Judge(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(wantC) == 0 || len(wantP) == 0 {
+		t.Fatalf("fixture gives %d conflicts and %d penalties; want some of each", len(wantC), len(wantP))
+	}
+	if diff := gocmp.Diff(wantC, gotC); diff != "" {
+		t.Errorf("Judge() conflicts mismatch (-want +got):\n%s", diff)
+	}
+	if diff := gocmp.Diff(wantP, gotP); diff != "" {
+		t.Errorf("Judge() penalties mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func BenchmarkJudge(b *testing.B) {
+	p := mustDefaultPolicy(b)
+	ctx := context.Background()
+	in := redisCluster()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := p.Judge(ctx, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
