@@ -342,6 +342,7 @@ func TestDeployManifestsAccepted(t *testing.T) {
 		{"extender and scheduler", "deploy"},
 		{"examples", "deploy/examples"},
 		{"high availability overlay", "deploy/ha"},
+		{"mutual TLS overlay", "deploy/tls"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

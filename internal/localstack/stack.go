@@ -74,6 +74,9 @@ type Options struct {
 	// ExtenderArgs are extra arguments of regosched serve, e.g.
 	// "--inflight-wait=0"; later flags win over the stack's own.
 	ExtenderArgs []string
+	// TLS runs regosched over mutual TLS (see Variant.TLS). The zero value
+	// serves plain HTTP, as before.
+	TLS bool
 	// NoScheduler leaves kube-scheduler out of Start: the control plane
 	// and regosched run, and the caller starts a scheduler of its own
 	// (e.g. with SchedulerConfig and Cluster().StartScheduler) when it
@@ -102,6 +105,9 @@ type Stack struct {
 	cluster    *localcluster.Cluster
 	listen     string // host:port regosched serves on, kept across restarts
 	http       *http.Client
+
+	tlsFiles *TLSFiles    // generated on first use of the TLS variant; guarded by mu
+	tlsHTTP  *http.Client // presents the scheduler's client certificate; guarded by mu
 
 	mu        sync.Mutex
 	variant   Variant               // guarded by mu
@@ -135,7 +141,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		policyPath: opts.PolicyPath,
 		grouped:    opts.Grouped,
 		http:       &http.Client{Timeout: 5 * time.Second},
-		variant:    Variant{NoBindVerb: opts.NoBindVerb, ExtenderArgs: slices.Clone(opts.ExtenderArgs)},
+		variant:    Variant{NoBindVerb: opts.NoBindVerb, ExtenderArgs: slices.Clone(opts.ExtenderArgs), TLS: opts.TLS},
 	}
 	if s.grouped == nil {
 		s.grouped = DefaultGrouped
@@ -220,6 +226,9 @@ func (s *Stack) startScheduler(ctx context.Context) error {
 			return err
 		}
 	}
+	if cfg, err = s.schedulerTLS(cfg); err != nil {
+		return err
+	}
 	p, err := s.cluster.StartScheduler(ctx, cfg)
 	if err != nil {
 		return err
@@ -233,13 +242,38 @@ func (s *Stack) startScheduler(ctx context.Context) error {
 // SchedulerConfig returns the deployed scheduler configuration
 // (deploy/scheduler/kube-scheduler-config.yaml) adapted to this stack, as
 // Start runs it: the cluster's kubeconfig, no leader election, the
-// extender's urlPrefix pointing at this stack's regosched.
+// extender's urlPrefix pointing at this stack's regosched (and, in the TLS
+// variant, its tlsConfig).
 func (s *Stack) SchedulerConfig() ([]byte, error) {
 	base, err := os.ReadFile(filepath.Join(s.root, schedulerConfigPath))
 	if err != nil {
 		return nil, fmt.Errorf("reading scheduler config: %w", err)
 	}
-	return localcluster.SchedulerConfig(base, s.cluster.KubeconfigPath(), s.ExtenderURL())
+	cfg, err := localcluster.SchedulerConfig(base, s.cluster.KubeconfigPath(), s.ExtenderURL())
+	if err != nil {
+		return nil, err
+	}
+	return s.schedulerTLS(cfg)
+}
+
+// schedulerTLS adds the extender's tlsConfig to cfg when the stack runs the
+// TLS variant, and returns cfg unchanged otherwise.
+func (s *Stack) schedulerTLS(cfg []byte) ([]byte, error) {
+	s.mu.Lock()
+	on := s.variant.TLS
+	var f TLSFiles
+	var err error
+	if on {
+		f, err = s.tlsFilesLocked()
+	}
+	s.mu.Unlock()
+	if !on {
+		return cfg, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return withTLS(cfg, f)
 }
 
 // ExtenderProcess returns the running regosched process, nil while it is
@@ -259,8 +293,9 @@ func (s *Stack) Cluster() *localcluster.Cluster { return s.cluster }
 // RepoRoot returns the checkout the stack was built from.
 func (s *Stack) RepoRoot() string { return s.root }
 
-// BaseURL is regosched's address, e.g. http://127.0.0.1:41234.
-func (s *Stack) BaseURL() string { return "http://" + s.listen }
+// BaseURL is regosched's address, e.g. http://127.0.0.1:41234, or
+// https://127.0.0.1:41234 in the TLS variant.
+func (s *Stack) BaseURL() string { return s.scheme() + "://" + s.listen }
 
 // ExtenderURL is the urlPrefix kube-scheduler calls.
 func (s *Stack) ExtenderURL() string { return s.BaseURL() + "/scheduler" }
@@ -297,6 +332,14 @@ func (s *Stack) StartExtender(ctx context.Context) error {
 		args = append(args, "--policy", s.policyPath)
 	}
 	s.mu.Lock()
+	if s.variant.TLS {
+		f, err := s.tlsFilesLocked()
+		if err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		args = append(args, tlsExtenderArgs(f)...)
+	}
 	args = append(args, s.variant.ExtenderArgs...)
 	s.mu.Unlock()
 	p, err := s.cluster.StartProcess(ctx, extenderName, s.extBin, args...)
@@ -332,7 +375,7 @@ func (s *Stack) get(ctx context.Context, path string) (int, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	resp, err := s.http.Do(req)
+	resp, err := s.client().Do(req)
 	if err != nil {
 		return 0, nil, err
 	}

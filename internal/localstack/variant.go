@@ -27,6 +27,12 @@ type Variant struct {
 	NoBindVerb bool
 	// ExtenderArgs are extra arguments of regosched serve.
 	ExtenderArgs []string
+	// TLS runs regosched over mutual TLS: it serves HTTPS with a
+	// certificate for 127.0.0.1 and requires a client certificate, and the
+	// scheduler calls it with enableHTTPS and a tlsConfig (the stack's CA
+	// and a client certificate; see TLSFiles). The stack's own requests
+	// (readiness, metrics) present the same client certificate.
+	TLS bool
 }
 
 // String describes v for logs, e.g. "bindVerb off, regosched --inflight-wait=0".
@@ -34,6 +40,9 @@ func (v Variant) String() string {
 	d := "bindVerb on"
 	if v.NoBindVerb {
 		d = "bindVerb off"
+	}
+	if v.TLS {
+		d += ", mutual TLS"
 	}
 	if len(v.ExtenderArgs) > 0 {
 		d += ", regosched " + strings.Join(v.ExtenderArgs, " ")
@@ -45,7 +54,7 @@ func (v Variant) String() string {
 func (s *Stack) Variant() Variant {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Variant{NoBindVerb: s.variant.NoBindVerb, ExtenderArgs: slices.Clone(s.variant.ExtenderArgs)}
+	return Variant{NoBindVerb: s.variant.NoBindVerb, ExtenderArgs: slices.Clone(s.variant.ExtenderArgs), TLS: s.variant.TLS}
 }
 
 // Reconfigure restarts kube-scheduler and regosched with v: it stops the
@@ -57,7 +66,7 @@ func (s *Stack) Reconfigure(ctx context.Context, v Variant) error {
 	s.mu.Lock()
 	sched := s.scheduler
 	s.scheduler = nil
-	s.variant = Variant{NoBindVerb: v.NoBindVerb, ExtenderArgs: slices.Clone(v.ExtenderArgs)}
+	s.variant = Variant{NoBindVerb: v.NoBindVerb, ExtenderArgs: slices.Clone(v.ExtenderArgs), TLS: v.TLS}
 	s.mu.Unlock()
 	if sched != nil {
 		sched.Stop()
