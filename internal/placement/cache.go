@@ -50,10 +50,13 @@ type Cache struct {
 	byName map[string]*entry          // namespace/name -> entry
 	byUID  map[types.UID]string       // uid -> namespace/name
 	groups map[string]map[string]*Pod // group key -> namespace/name -> pod
-	// inflight holds pods that passed filter and are not yet seen bound;
-	// landed is closed (and replaced) whenever one lands.
-	inflight map[types.UID]*inflight
-	landed   chan struct{}
+	// inflight holds pods that passed filter and are not yet seen bound,
+	// also indexed by group key so that a waiter looks at its peers only;
+	// landed is closed (and replaced) whenever a grouped one lands.
+	inflight      map[types.UID]*inflight
+	inflightByKey map[string]map[types.UID]*inflight
+	sweepAt       int
+	landed        chan struct{}
 }
 
 // Option configures a Cache.
@@ -73,13 +76,15 @@ type entry struct {
 // pods matter and how they group; SetKeyFunc replaces it later.
 func New(client kubernetes.Interface, keys KeyFunc, log logrus.FieldLogger, opts ...Option) (*Cache, error) {
 	c := &Cache{
-		log:      log,
-		clock:    clock.RealClock{},
-		byName:   map[string]*entry{},
-		byUID:    map[types.UID]string{},
-		groups:   map[string]map[string]*Pod{},
-		inflight: map[types.UID]*inflight{},
-		landed:   make(chan struct{}),
+		log:           log,
+		clock:         clock.RealClock{},
+		byName:        map[string]*entry{},
+		byUID:         map[types.UID]string{},
+		groups:        map[string]map[string]*Pod{},
+		inflight:      map[types.UID]*inflight{},
+		inflightByKey: map[string]map[types.UID]*inflight{},
+		sweepAt:       minSweep,
+		landed:        make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(c)
@@ -177,7 +182,7 @@ func (c *Cache) Peers(keys []string, self types.UID) []*Pod {
 }
 
 func inAnyGroup(groups map[string]map[string]*Pod, keys []string, p *Pod) bool {
-	name := p.Namespace + "/" + p.Name
+	name := p.Key()
 	for _, k := range keys {
 		if _, ok := groups[k][name]; ok {
 			return true
@@ -262,14 +267,14 @@ func (c *Cache) remove(obj any) {
 	defer c.writeMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.unindexLocked(p.Namespace + "/" + p.Name)
+	c.unindexLocked(podKey(p.Namespace, p.Name))
 	// A pod deleted in flight will never land: stop waiting for it.
 	c.landedLocked(p.UID)
 }
 
 // upsertLocked (re)indexes p. The caller holds writeMu.
 func (c *Cache) upsertLocked(ctx context.Context, obj *podRecord) {
-	name := obj.Namespace + "/" + obj.Name
+	name := podKey(obj.Namespace, obj.Name)
 	var keys []string
 	pod := obj.pod()
 	if obj.NodeName != "" && !obj.terminal() {

@@ -23,13 +23,55 @@ type inflight struct {
 	expires time.Time
 }
 
+// minSweep is the number of in-flight entries below which expired ones are
+// left for WaitForPeers or a landing to remove.
+const minSweep = 64
+
 // Reserve marks pod (pending, with its groups) in flight for ttl: peers that
 // ask WaitForPeers in the meantime wait until it lands or expires. A pod
 // without groups holds no one back; it is recorded for Reserved alone.
 func (c *Cache) Reserve(pod *Pod, keys []string, ttl time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.inflight[pod.UID] = &inflight{pod: pod, keys: keys, expires: c.clock.Now().Add(ttl)}
+	now := c.clock.Now()
+	c.dropInflightLocked(pod.UID)
+	f := &inflight{pod: pod, keys: keys, expires: now.Add(ttl)}
+	c.inflight[pod.UID] = f
+	for _, k := range keys {
+		m := c.inflightByKey[k]
+		if m == nil {
+			m = map[types.UID]*inflight{}
+			c.inflightByKey[k] = m
+		}
+		m[pod.UID] = f
+	}
+	// Pods that passed filter but were never bound (another plugin or the
+	// scheduler gave up) expire; sweeping when the map has doubled keeps
+	// the cost amortised constant per reservation.
+	if len(c.inflight) >= c.sweepAt {
+		for uid, f := range c.inflight {
+			if !now.Before(f.expires) {
+				c.dropInflightLocked(uid)
+			}
+		}
+		c.sweepAt = max(minSweep, 2*len(c.inflight))
+	}
+}
+
+// dropInflightLocked forgets uid's reservation. The caller holds mu.
+func (c *Cache) dropInflightLocked(uid types.UID) *inflight {
+	f, ok := c.inflight[uid]
+	if !ok {
+		return nil
+	}
+	delete(c.inflight, uid)
+	for _, k := range f.keys {
+		delete(c.inflightByKey[k], uid)
+		if len(c.inflightByKey[k]) == 0 {
+			delete(c.inflightByKey, k)
+		}
+	}
+	return f
 }
 
 // Reserved returns the pod that Reserve recorded under uid, if still in flight.
@@ -50,7 +92,7 @@ func (c *Cache) Assume(pod *Pod, keys []string) {
 	defer c.writeMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	name := pod.Namespace + "/" + pod.Name
+	name := pod.Key()
 	c.unindexLocked(name)
 	c.indexLocked(name, pod, keys)
 	c.landedLocked(pod.UID)
@@ -58,7 +100,8 @@ func (c *Cache) Assume(pod *Pod, keys []string) {
 
 // WaitForPeers blocks until no pod other than self that shares one of keys
 // is in flight, or ctx ends. It returns how long it waited and the pods
-// still in flight when it gave up (none on success).
+// still in flight when it gave up (none on success). It looks only at the
+// reservations of keys: its cost does not grow with unrelated pods.
 func (c *Cache) WaitForPeers(ctx context.Context, keys []string, self types.UID) (time.Duration, []*Pod) {
 	start := c.clock.Now()
 	for {
@@ -66,19 +109,23 @@ func (c *Cache) WaitForPeers(ctx context.Context, keys []string, self types.UID)
 		now := c.clock.Now()
 		var blocking []*Pod
 		var next time.Time
-		for uid, f := range c.inflight {
-			if !now.Before(f.expires) {
-				// Expired: the scheduler gave up on it or bound it elsewhere
-				// without our seeing it; it no longer holds anyone back.
-				delete(c.inflight, uid)
-				continue
-			}
-			if uid == self || !shareKey(f.keys, keys) {
-				continue
-			}
-			blocking = append(blocking, f.pod)
-			if next.IsZero() || f.expires.Before(next) {
-				next = f.expires
+		seen := map[types.UID]bool{}
+		for _, k := range keys {
+			for uid, f := range c.inflightByKey[k] {
+				if !now.Before(f.expires) {
+					// Expired: the scheduler gave up on it or bound it
+					// elsewhere unseen; it no longer holds anyone back.
+					c.dropInflightLocked(uid)
+					continue
+				}
+				if uid == self || seen[uid] {
+					continue
+				}
+				seen[uid] = true
+				blocking = append(blocking, f.pod)
+				if next.IsZero() || f.expires.Before(next) {
+					next = f.expires
+				}
 			}
 		}
 		changed := c.landed
@@ -98,14 +145,13 @@ func (c *Cache) WaitForPeers(ctx context.Context, keys []string, self types.UID)
 	}
 }
 
-// landedLocked ends the flight of uid and wakes the waiters. The caller holds mu.
+// landedLocked ends the flight of uid and, if it held peers back, wakes the
+// waiters. The caller holds mu.
 func (c *Cache) landedLocked(uid types.UID) {
-	if _, ok := c.inflight[uid]; !ok {
-		return
+	if f := c.dropInflightLocked(uid); f != nil && len(f.keys) > 0 {
+		close(c.landed)
+		c.landed = make(chan struct{})
 	}
-	delete(c.inflight, uid)
-	close(c.landed)
-	c.landed = make(chan struct{})
 }
 
 // InFlight is the number of pods in flight, for metrics and tests.
@@ -113,15 +159,4 @@ func (c *Cache) InFlight() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return len(c.inflight)
-}
-
-func shareKey(a, b []string) bool {
-	for _, x := range a {
-		for _, y := range b {
-			if x == y {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -197,4 +198,31 @@ func TestDeleteEndsFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "deleted pod no longer in flight", func() bool { return c.InFlight() == 0 })
+}
+
+// TestReservationsOfPodsNeverBoundAreSwept: a pod that passed filter but was
+// never bound (another plugin refused it) does not stay recorded forever.
+func TestReservationsOfPodsNeverBoundAreSwept(t *testing.T) {
+	clock := testingclock.NewFakeClock(time.Now())
+	log, _ := logtest.NewNullLogger()
+	c, err := New(fake.NewClientset(), byInstance, log, WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range minSweep - 1 {
+		p, keys := pending(fmt.Sprintf("web-%d", i), fmt.Sprintf("inst-%d", i%3))
+		if i%2 == 0 {
+			keys = nil // ungrouped pods are recorded too, for the bind verb
+		}
+		c.Reserve(p, keys, time.Second)
+	}
+	clock.Step(2 * time.Second)
+	fresh, keys := pending("cache-0", "cache")
+	c.Reserve(fresh, keys, time.Second)
+	if got := c.InFlight(); got != 1 {
+		t.Errorf("InFlight() = %d after the sweep, want 1 (the fresh reservation)", got)
+	}
+	if len(c.inflightByKey) != 1 {
+		t.Errorf("%d keys indexed after the sweep, want 1", len(c.inflightByKey))
+	}
 }

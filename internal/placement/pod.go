@@ -42,3 +42,8 @@ func PodFromObject(p *corev1.Pod) *Pod {
 		Phase:     p.Status.Phase,
 	}
 }
+
+// Key is the pod's namespace/name, as informers key it.
+func (p *Pod) Key() string { return podKey(p.Namespace, p.Name) }
+
+func podKey(namespace, name string) string { return namespace + "/" + name }
