@@ -123,6 +123,27 @@ type subject struct {
 	pod    *placement.Pod
 	keys   []string
 	peers  []*placement.Pod
+	byUID  map[types.UID]*placement.Pod // built on first use by peer
+}
+
+// peer returns the peer with uid, if s has one.
+func (s *subject) peer(uid types.UID) (*placement.Pod, bool) {
+	if s.byUID == nil {
+		s.byUID = make(map[types.UID]*placement.Pod, len(s.peers))
+		for _, p := range s.peers {
+			s.byUID[p.UID] = p
+		}
+	}
+	p, ok := s.byUID[uid]
+	return p, ok
+}
+
+// evictable reports whether preemption for the pending pod could evict the
+// peer uid: a peer the cache does not hold, or of equal or higher priority,
+// cannot be.
+func (s *subject) evictable(uid types.UID) bool {
+	p, ok := s.peer(uid)
+	return ok && p.Priority < s.pod.Priority
 }
 
 // lookup finds the groups and the peers of the pending pod. With wait, it
@@ -162,10 +183,10 @@ func (d *Decider) waitForPeers(ctx context.Context, s *subject) {
 		// configured the commit-time check still catches it.
 		names := make([]string, len(pending))
 		for i, p := range pending {
-			names[i] = p.Namespace + "/" + p.Name
+			names[i] = p.Key()
 		}
 		d.log.WithFields(logrus.Fields{
-			"pod": s.pod.Namespace + "/" + s.pod.Name, "waited": waited, "inFlight": names,
+			"pod": s.pod.Key(), "waited": waited, "inFlight": names,
 		}).Warn("peers still in flight after the wait limit; deciding without them")
 	}
 }

@@ -10,7 +10,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/placement"
@@ -92,7 +91,7 @@ func (d *Decider) refreshPeers(ctx context.Context, s *subject, r *extenderv1.Ex
 		}
 	}
 	if stale {
-		d.log.WithField("pod", s.pod.Namespace+"/"+s.pod.Name).Debug("placement cache was behind the API; decided again on fresh peers")
+		d.log.WithField("pod", s.pod.Key()).Debug("placement cache was behind the API; decided again on fresh peers")
 		s.peers = fresh
 	}
 	return stale
@@ -120,11 +119,6 @@ func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.Exten
 	for _, c := range conflicts {
 		byNode[c.Node] = append(byNode[c.Node], c)
 	}
-	priority := make(map[types.UID]int32, len(s.peers))
-	for _, p := range s.peers {
-		priority[p.UID] = p.Priority
-	}
-
 	result := &extenderv1.ExtenderFilterResult{
 		FailedNodes:                extenderv1.FailedNodesMap{},
 		FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{},
@@ -139,10 +133,7 @@ func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.Exten
 		}
 		resolvable := true
 		for _, c := range cs {
-			// A peer the policy named but the cache does not hold counts as
-			// unresolvable: preemption could not evict it.
-			prio, known := priority[c.Peer]
-			if !known || prio >= s.pod.Priority {
+			if !s.evictable(c.Peer) {
 				resolvable = false
 			}
 			d.denials.WithLabelValues(c.Rule, strconv.FormatBool(resolvable)).Inc()
@@ -155,7 +146,7 @@ func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.Exten
 		}
 	}
 	d.log.WithFields(map[string]any{
-		"pod":          s.pod.Namespace + "/" + s.pod.Name,
+		"pod":          s.pod.Key(),
 		"candidates":   len(names),
 		"failed":       len(result.FailedNodes),
 		"unresolvable": len(result.FailedAndUnresolvableNodes),

@@ -6,8 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
-
-	"github.com/regosched/regosched/internal/placement"
 )
 
 // Preempt narrows the scheduler's preemption candidates. A node stays only
@@ -33,20 +31,14 @@ func (d *Decider) Preempt(ctx context.Context, args *extenderv1.ExtenderPreempti
 			needed[c.Node] = append(needed[c.Node], c.Peer)
 		}
 	}
-	priority := make(map[types.UID]int32, len(s.peers))
-	for _, p := range s.peers {
-		priority[p.UID] = p.Priority
-	}
-
 	result := &extenderv1.ExtenderPreemptionResult{NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{}}
 	protected := map[types.UID]bool{} // memo: a victim may be on several candidates' lists
 	for node, victims := range candidates(args) {
 		uids := slices.Clone(victims.uids)
 		ok := true
 		for _, uid := range needed[node] {
-			prio, known := priority[uid]
-			if !known || prio >= s.pod.Priority {
-				ok = false // preemption cannot evict it
+			if !s.evictable(uid) {
+				ok = false
 				break
 			}
 			if !slices.Contains(uids, uid) {
@@ -121,15 +113,8 @@ func (d *Decider) isProtected(ctx context.Context, s *subject, uid types.UID, me
 	if v, ok := memo[uid]; ok {
 		return v, nil
 	}
-	var pod *placement.Pod
-	for _, p := range s.peers {
-		if p.UID == uid {
-			pod = p
-			break
-		}
-	}
-	if pod == nil {
-		var ok bool
+	pod, ok := s.peer(uid)
+	if !ok {
 		if pod, ok = d.placements.PodByUID(uid); !ok {
 			memo[uid] = false
 			return false, nil
