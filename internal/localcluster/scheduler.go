@@ -63,16 +63,9 @@ func SchedulerConfig(base []byte, kubeconfig, extenderURL string) ([]byte, error
 	election["leaderElect"] = false
 
 	if extenderURL != "" {
-		extenders, _ := doc["extenders"].([]any)
-		if len(extenders) == 0 {
-			return nil, errors.New("scheduler config: extender URL given but no extenders configured")
-		}
-		for i, e := range extenders {
-			ext, ok := e.(map[string]any)
-			if !ok {
-				return nil, fmt.Errorf("scheduler config: extenders[%d] is %T, want a mapping", i, e)
-			}
-			ext["urlPrefix"] = extenderURL
+		err := forEachExtender(doc, "extender URL given but", func(ext map[string]any) { ext["urlPrefix"] = extenderURL })
+		if err != nil {
+			return nil, err
 		}
 	}
 
@@ -95,4 +88,38 @@ func child(m map[string]any, key string) (map[string]any, error) {
 	default:
 		return nil, fmt.Errorf("scheduler config: %s is %T, want a mapping", key, v)
 	}
+}
+
+// EditExtenders applies edit to every extender entry of a
+// KubeSchedulerConfiguration (as SchedulerConfig returns it), on the parsed
+// document. what names the edit in the error for a configuration without
+// extenders.
+func EditExtenders(cfg []byte, what string, edit func(ext map[string]any)) ([]byte, error) {
+	var doc map[string]any
+	if err := yaml.Unmarshal(cfg, &doc); err != nil {
+		return nil, fmt.Errorf("scheduler config: %w", err)
+	}
+	if err := forEachExtender(doc, what, edit); err != nil {
+		return nil, err
+	}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler config: %w", err)
+	}
+	return out, nil
+}
+
+func forEachExtender(doc map[string]any, what string, edit func(ext map[string]any)) error {
+	extenders, _ := doc["extenders"].([]any)
+	if len(extenders) == 0 {
+		return fmt.Errorf("scheduler config: %s no extenders configured", what)
+	}
+	for i, e := range extenders {
+		ext, ok := e.(map[string]any)
+		if !ok {
+			return fmt.Errorf("scheduler config: extenders[%d] is %T, want a mapping", i, e)
+		}
+		edit(ext)
+	}
+	return nil
 }

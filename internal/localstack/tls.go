@@ -17,7 +17,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"sigs.k8s.io/yaml"
+	"github.com/regosched/regosched/internal/localcluster"
 )
 
 // TLSFiles are the PEM files of the stack's mutual TLS variant
@@ -143,31 +143,14 @@ func tlsExtenderArgs(f TLSFiles) []string {
 // scheduler's client certificate, on the parsed document. The urlPrefix
 // must already be https:// (ExtenderURL in the TLS variant).
 func withTLS(cfg []byte, f TLSFiles) ([]byte, error) {
-	var doc map[string]any
-	if err := yaml.Unmarshal(cfg, &doc); err != nil {
-		return nil, fmt.Errorf("scheduler config: %w", err)
-	}
-	extenders, _ := doc["extenders"].([]any)
-	if len(extenders) == 0 {
-		return nil, errors.New("scheduler config: no extenders to configure TLS for")
-	}
-	for i, e := range extenders {
-		ext, ok := e.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("scheduler config: extenders[%d] is %T, want a mapping", i, e)
-		}
+	return localcluster.EditExtenders(cfg, "TLS to configure, but", func(ext map[string]any) {
 		ext["enableHTTPS"] = true
 		ext["tlsConfig"] = map[string]any{
 			"caFile":   f.CA,
 			"certFile": f.ClientCert,
 			"keyFile":  f.ClientKey,
 		}
-	}
-	out, err := yaml.Marshal(doc)
-	if err != nil {
-		return nil, fmt.Errorf("scheduler config: %w", err)
-	}
-	return out, nil
+	})
 }
 
 // writeTLSFiles generates the CA and both key pairs (ECDSA P-256) into dir.

@@ -14,8 +14,6 @@ import (
 	"strings"
 	"syscall"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/regosched/regosched/internal/localcluster"
 )
 
@@ -86,26 +84,7 @@ func (s *Stack) Reconfigure(ctx context.Context, v Variant) error {
 // KubeSchedulerConfiguration (as SchedulerConfig returns it), on the
 // parsed document.
 func withoutBindVerb(cfg []byte) ([]byte, error) {
-	var doc map[string]any
-	if err := yaml.Unmarshal(cfg, &doc); err != nil {
-		return nil, fmt.Errorf("scheduler config: %w", err)
-	}
-	extenders, _ := doc["extenders"].([]any)
-	if len(extenders) == 0 {
-		return nil, errors.New("scheduler config: no extenders to remove bindVerb from")
-	}
-	for i, e := range extenders {
-		ext, ok := e.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("scheduler config: extenders[%d] is %T, want a mapping", i, e)
-		}
-		delete(ext, "bindVerb")
-	}
-	out, err := yaml.Marshal(doc)
-	if err != nil {
-		return nil, fmt.Errorf("scheduler config: %w", err)
-	}
-	return out, nil
+	return localcluster.EditExtenders(cfg, "bindVerb to remove, but", func(ext map[string]any) { delete(ext, "bindVerb") })
 }
 
 // Replica is an extra regosched process started by StartReplica.
