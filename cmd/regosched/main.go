@@ -80,6 +80,7 @@ func runServe(args []string) error {
 	fs.BoolVar(&opts.LeaderElect, "leader-elect", false, "elect one leader among replicas through a Lease; only the leader is ready")
 	fs.StringVar(&opts.Leader.Namespace, "leader-elect-namespace", inClusterNamespace(), "namespace of the leader Lease")
 	fs.StringVar(&opts.Leader.Name, "leader-elect-name", "regosched", "name of the leader Lease")
+	fs.BoolVar(&opts.Profiling, "profiling", false, "serve Go pprof profiles under /debug/pprof/ on --listen")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	if err := fs.Parse(args); err != nil {

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -54,7 +55,10 @@ type Config struct {
 	// Registerer receives the request metrics; Gatherer is served at /metrics.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
-	Log        logrus.FieldLogger
+	// Profiling serves Go's pprof profiles under /debug/pprof/, as
+	// Kubernetes components do with --profiling.
+	Profiling bool
+	Log       logrus.FieldLogger
 }
 
 type handler struct {
@@ -103,6 +107,11 @@ func New(cfg Config) (http.Handler, error) {
 		writeJSON(w, http.StatusOK, cfg.Version())
 	}).Methods(http.MethodGet)
 	r.Handle("/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})).Methods(http.MethodGet)
+	if cfg.Profiling {
+		r.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		r.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		r.PathPrefix("/debug/pprof/").HandlerFunc(pprof.Index)
+	}
 	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", req.Method, req.URL.Path))
 	})

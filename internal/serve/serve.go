@@ -55,8 +55,10 @@ type Options struct {
 	// leader is ready and answers the verbs.
 	LeaderElect bool
 	Leader      leader.Config
-	Version     string
-	Log         logrus.FieldLogger
+	// Profiling serves pprof profiles under /debug/pprof/.
+	Profiling bool
+	Version   string
+	Log       logrus.FieldLogger
 }
 
 // Run serves until ctx ends, then shuts down gracefully.
@@ -139,6 +141,7 @@ func Run(ctx context.Context, opts Options) error {
 		},
 		Registerer: reg,
 		Gatherer:   reg,
+		Profiling:  opts.Profiling,
 		Log:        log.WithField("component", "extender"),
 	})
 	if err != nil {
