@@ -21,7 +21,6 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 )
@@ -99,34 +98,14 @@ func New(cfg Config) (http.Handler, error) {
 	r.Handle(prefix+"/prioritize", verb(h, "prioritize", decodeArgs, h.prioritize)).Methods(http.MethodPost)
 	r.Handle(prefix+"/preempt", verb(h, "preempt", decodePreemptionArgs, h.preempt)).Methods(http.MethodPost)
 	r.Handle(prefix+"/bind", verb(h, "bind", decodeBindingArgs, h.bind)).Methods(http.MethodPost)
-	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	}).Methods(http.MethodGet)
-	r.HandleFunc("/readyz", h.readyz).Methods(http.MethodGet)
-	r.HandleFunc("/version", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, cfg.Version())
-	}).Methods(http.MethodGet)
-	r.Handle("/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})).Methods(http.MethodGet)
+	healthRoutes(r, cfg)
 	if cfg.Profiling {
 		r.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		r.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		r.PathPrefix("/debug/pprof/").HandlerFunc(pprof.Index)
 	}
-	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", req.Method, req.URL.Path))
-	})
-	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s", req.URL.Path))
-	})
+	errorRoutes(r)
 	return recoverer(cfg.Log, r), nil
-}
-
-func (h *handler) readyz(w http.ResponseWriter, _ *http.Request) {
-	if err := h.cfg.Ready(); err != nil {
-		writeError(w, http.StatusServiceUnavailable, err.Error())
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // outcome of one request, for metrics and logs.
