@@ -20,8 +20,8 @@ var ErrRefused = errors.New("refused")
 // check: under the lock of the pod's groups, the pod is judged against the
 // cache plus every placement accepted but not yet seen by the informer. A
 // bind that would break a hard rule is refused (the scheduler then puts the
-// pod back in its queue). An accepted binding is recorded before answering,
-// so the next peer's decision sees it at once.
+// pod back in its queue). An accepted placement is recorded before the API
+// binding is even sent, so the next peer's decision sees it at once.
 func (d *Decider) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) error {
 	pol := d.policies.Load()
 	if pol == nil {
@@ -34,6 +34,41 @@ func (d *Decider) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs
 		return err
 	}
 
+	placed, err := d.commit(ctx, pol, pod, keys, args)
+	if err != nil {
+		return err
+	}
+
+	binding := &v1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: args.PodNamespace, Name: args.PodName, UID: args.PodUID},
+		Target:     v1.ObjectReference{Kind: "Node", Name: args.Node},
+	}
+	if err := d.opts.Client.CoreV1().Pods(args.PodNamespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
+		// A retried bind whose first attempt went through is not an error;
+		// anything else is, and the placement is taken back.
+		current, getErr := d.opts.Client.CoreV1().Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})
+		if getErr != nil || current.UID != args.PodUID || current.Spec.NodeName != args.Node {
+			d.placements.Unassume(placed)
+			d.binds.WithLabelValues("error").Inc()
+			return fmt.Errorf("binding %s to %s: %w", name, args.Node, err)
+		}
+	}
+	d.binds.WithLabelValues("bound").Inc()
+	d.log.WithFields(map[string]any{"pod": name, "node": args.Node}).Debug("bound")
+	return nil
+}
+
+// commit is the commit-time check: under the locks of the pod's groups, it
+// judges the pod on args.Node against the cache plus every placement
+// accepted so far, and on success records the placement at once.
+//
+// Recording before the API binding (not after it) releases the peers that
+// wait for this pod (in-flight tracking) a whole API round trip sooner: the
+// scheduler sends the next peer's filter call while this bind is under way,
+// and it sits on the scheduler's serial cycle. Should the binding fail, Bind
+// takes the placement back; a peer decided in the meantime was only held to
+// a stricter view than necessary, never a laxer one.
+func (d *Decider) commit(ctx context.Context, pol *policy.Policy, pod *placement.Pod, keys []string, args *extenderv1.ExtenderBindingArgs) (*placement.Pod, error) {
 	unlock := d.locks.lock(keys)
 	defer unlock()
 	if len(keys) > 0 {
@@ -41,7 +76,7 @@ func (d *Decider) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs
 		conflicts, err := pol.Conflicts(ctx, d.input(s))
 		if err != nil {
 			d.binds.WithLabelValues("error").Inc()
-			return err
+			return nil, err
 		}
 		var here []string
 		for _, c := range conflicts {
@@ -51,29 +86,13 @@ func (d *Decider) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs
 		}
 		if len(here) > 0 {
 			d.binds.WithLabelValues("refused").Inc()
-			return fmt.Errorf("%w: binding %s to %s would break a rule: %s", ErrRefused, name, args.Node, joinStrings(here))
-		}
-	}
-
-	binding := &v1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: args.PodNamespace, Name: args.PodName, UID: args.PodUID},
-		Target:     v1.ObjectReference{Kind: "Node", Name: args.Node},
-	}
-	if err := d.opts.Client.CoreV1().Pods(args.PodNamespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
-		// A retried bind whose first attempt went through is not an error;
-		// anything else is, and nothing is recorded.
-		current, getErr := d.opts.Client.CoreV1().Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})
-		if getErr != nil || current.UID != args.PodUID || current.Spec.NodeName != args.Node {
-			d.binds.WithLabelValues("error").Inc()
-			return fmt.Errorf("binding %s to %s: %w", name, args.Node, err)
+			return nil, fmt.Errorf("%w: binding %s to %s would break a rule: %s", ErrRefused, pod.Key(), args.Node, joinStrings(here))
 		}
 	}
 	placed := *pod
 	placed.Node = args.Node
 	d.placements.Assume(&placed, keys)
-	d.binds.WithLabelValues("bound").Inc()
-	d.log.WithFields(map[string]any{"pod": name, "node": args.Node}).Debug("bound")
-	return nil
+	return &placed, nil
 }
 
 // bindSubject is the pod to bind and its groups: from the in-flight record

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -220,6 +223,75 @@ func TestBindCases(t *testing.T) {
 				if got := nodeOf(t, client, esData(args.PodName, "")); got != tt.want {
 					t.Errorf("pod on %q, want %q", got, tt.want)
 				}
+			}
+		})
+	}
+}
+
+// TestBindRecordsThePlacementBeforeTheAPIBinding: while the API binding is
+// still under way, a peer's filter call already sees the placement (it must
+// not wait a whole API round trip on the scheduler's serial cycle); a binding
+// that then fails is taken back, and the node is free again.
+func TestBindRecordsThePlacementBeforeTheAPIBinding(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		apiErr   error
+		wantKept []string // the peer's filter result after the bind returned
+	}{
+		{name: "binding succeeds", wantKept: []string{"node-2"}},
+		{name: "binding fails", apiErr: apierrors.NewInternalError(errors.New("etcd is down")), wantKept: []string{"node-1", "node-2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			d, client := newDecider(t, nil, prometheus.NewRegistry())
+			bindLikeAPIServer(client)
+			entered, release := make(chan struct{}), make(chan struct{})
+			client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				if action.GetSubresource() != "binding" {
+					return false, nil, nil
+				}
+				close(entered)
+				<-release
+				if tc.apiErr != nil {
+					return true, nil, tc.apiErr
+				}
+				return false, nil, nil // on to bindLikeAPIServer
+			})
+			a := redis("cache-0-master", "master", "0", "", 0)
+			b := redis("cache-1-master", "master", "1", "", 0)
+			createPending(t, client, a)
+			createPending(t, client, b)
+			all := names("node-1", "node-2")
+			if _, err := d.Filter(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(a), NodeNames: all}); err != nil {
+				t.Fatal(err)
+			}
+
+			done := make(chan error, 1)
+			go func() { done <- d.Bind(ctx, bindArgs(a, "node-1")) }()
+			<-entered
+			// The API binding of a hangs; b's filter must neither wait for it
+			// nor miss it.
+			start := time.Now()
+			res, err := d.Filter(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(b), NodeNames: all})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if waited := time.Since(start); waited >= d.opts.MaxWait {
+				t.Errorf("filter waited %v for a pod whose placement was already decided", waited)
+			}
+			if diff := cmp.Diff([]string{"node-2"}, *res.NodeNames); diff != "" {
+				t.Errorf("filter during the API binding (-want +got):\n%s", diff)
+			}
+			close(release)
+			if err := <-done; (err != nil) != (tc.apiErr != nil) {
+				t.Fatalf("Bind() error = %v, want error %v", err, tc.apiErr != nil)
+			}
+			res, err = d.Filter(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(b), NodeNames: all})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantKept, *res.NodeNames); diff != "" {
+				t.Errorf("filter after the bind returned (-want +got):\n%s", diff)
 			}
 		})
 	}

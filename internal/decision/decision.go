@@ -42,6 +42,8 @@ type Placements interface {
 	Reserved(uid types.UID) (*placement.Pod, []string, bool)
 	// Assume records a pod as bound before the informer reports it.
 	Assume(pod *placement.Pod, keys []string)
+	// Unassume takes back an Assume whose binding failed.
+	Unassume(pod *placement.Pod)
 	// WaitForPeers waits until no peer sharing keys is in flight, or ctx ends.
 	WaitForPeers(ctx context.Context, keys []string, self types.UID) (time.Duration, []*placement.Pod)
 }

@@ -98,6 +98,20 @@ func (c *Cache) Assume(pod *Pod, keys []string) {
 	c.landedLocked(pod.UID)
 }
 
+// Unassume takes back an Assume whose binding failed: pod (the very pointer
+// given to Assume) leaves the index, unless the informer has replaced it in
+// the meantime, in which case the informer's word stands.
+func (c *Cache) Unassume(pod *Pod) {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	name := pod.Key()
+	if e, ok := c.byName[name]; ok && e.pod == pod {
+		c.unindexLocked(name)
+	}
+}
+
 // WaitForPeers blocks until no pod other than self that shares one of keys
 // is in flight, or ctx ends. It returns how long it waited and the pods
 // still in flight when it gave up (none on success). It looks only at the
