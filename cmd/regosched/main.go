@@ -65,6 +65,7 @@ func runServe(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	opts := serve.Options{DefaultPolicy: regosched.DefaultPolicy(), Version: binaryVersion()}
 	fs.StringVar(&opts.Listen, "listen", ":8888", "address to serve the extender API, health and metrics on")
+	fs.StringVar(&opts.HealthListen, "health-listen", "", "also serve /healthz, /readyz, /version and /metrics (never the verbs) over plain HTTP on this address, for probes without a client certificate (default: off)")
 	fs.StringVar(&opts.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)")
 	fs.StringVar(&opts.PolicyPath, "policy", "", "OPA bundle directory or .tar.gz (default: the embedded policy of rego/)")
 	fs.DurationVar(&opts.PolicyPoll, "policy-poll", 2*time.Second, "how often --policy is checked for changes; a change is loaded once it has held still for one interval (0: never reload)")

@@ -31,8 +31,12 @@ import (
 
 // Options are the settings of `regosched serve`.
 type Options struct {
-	Listen     string
-	Kubeconfig string
+	Listen string
+	// HealthListen, when set, serves /healthz, /readyz, /version and
+	// /metrics (and nothing else) over plain HTTP on a second address, for
+	// probes that cannot present a client certificate to Listen.
+	HealthListen string
+	Kubeconfig   string
 	// PolicyPath is a bundle directory or .tar.gz; empty means DefaultPolicy.
 	PolicyPath    string
 	DefaultPolicy fs.FS
@@ -117,7 +121,7 @@ func Run(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
-	handler, err := extender.New(extender.Config{
+	apiConfig := extender.Config{
 		URLPrefix:    opts.URLPrefix,
 		MaxBodyBytes: opts.MaxBodyBytes,
 		Decider:      decider,
@@ -143,7 +147,8 @@ func Run(ctx context.Context, opts Options) error {
 		Gatherer:   reg,
 		Profiling:  opts.Profiling,
 		Log:        log.WithField("component", "extender"),
-	})
+	}
+	handler, err := extender.New(apiConfig)
 	if err != nil {
 		return err
 	}
@@ -171,6 +176,21 @@ func Run(ctx context.Context, opts Options) error {
 		WriteTimeout: 30 * time.Second,
 		IdleTimeout:  2 * time.Minute,
 	}
+	servers := []*http.Server{srv}
+	var healthLn net.Listener
+	if opts.HealthListen != "" {
+		if healthLn, err = net.Listen("tcp", opts.HealthListen); err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("listening on %s (health): %w", opts.HealthListen, err)
+		}
+		servers = append(servers, &http.Server{
+			Handler:           extender.NewHealth(apiConfig),
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+		})
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	cache.Start(ctx)
 	// The informers stop only once ctx is cancelled: cancel, then wait.
@@ -196,7 +216,7 @@ func Run(ctx context.Context, opts Options) error {
 		go elector.Run(ctx)
 	}
 
-	errc := make(chan error, 1)
+	errc := make(chan error, len(servers))
 	go func() {
 		if tlsConfig != nil {
 			errc <- srv.ServeTLS(ln, "", "") // certificates come from TLSConfig
@@ -208,9 +228,16 @@ func Run(ctx context.Context, opts Options) error {
 		"address": ln.Addr().String(), "urlPrefix": opts.URLPrefix,
 		"tls": tlsConfig != nil, "clientAuth": opts.TLS.ClientCAFile != "",
 	}).Info("serving")
+	if healthLn != nil {
+		go func() { errc <- servers[1].Serve(healthLn) }()
+		log.WithField("address", healthLn.Addr().String()).Info("serving health endpoints over plain HTTP")
+	}
 	var runErr error
 	select {
 	case err := <-errc:
+		for _, s := range servers {
+			_ = s.Close() // the other listener must not outlive Run
+		}
 		return fmt.Errorf("serving HTTP: %w", err)
 	case <-lost:
 		// Another replica may lead now; this one's in-flight state is stale.
@@ -220,8 +247,10 @@ func Run(ctx context.Context, opts Options) error {
 	log.Info("shutting down")
 	shutdownCtx, stop := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stop()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutting down HTTP server: %w", err)
+	for _, s := range servers {
+		if err := s.Shutdown(shutdownCtx); err != nil {
+			return fmt.Errorf("shutting down HTTP server: %w", err)
+		}
 	}
 	return runErr
 }
