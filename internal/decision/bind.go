@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
@@ -82,6 +83,10 @@ func (d *Decider) commit(ctx context.Context, pol *policy.Policy, pod *placement
 		for _, c := range conflicts {
 			if c.Node == args.Node {
 				here = append(here, c.Reason)
+				d.log.WithFields(logrus.Fields{
+					"pod": pod.Key(), "node": args.Node, "rule": c.Rule, "reason": c.Reason,
+					"policyRevision": pol.Revision(), "verb": "bind",
+				}).Info("denied")
 			}
 		}
 		if len(here) > 0 {

@@ -398,3 +398,43 @@ func TestFilterRefreshesStalePeersBeforeRefusingEverything(t *testing.T) {
 		})
 	}
 }
+
+// TestDenialsAreLogged: every hard denial leaves a structured decision log
+// entry (pod, node, rule, reason, peer, policy revision), in filter and in
+// bind's commit-time check alike.
+func TestDenialsAreLogged(t *testing.T) {
+	d, client := newDecider(t, []*placement.Pod{esData("es-data-0", "node-1")}, prometheus.NewRegistry())
+	bindLikeAPIServer(client)
+	log, hook := logtest.NewNullLogger()
+	d.log = log
+	pending := esData("es-data-1", "")
+	createPending(t, client, pending)
+	if _, err := d.Filter(context.Background(), &extenderv1.ExtenderArgs{
+		Pod: pendingPod(pending), NodeNames: names("node-1", "node-2"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Bind(context.Background(), bindArgs(pending, "node-1")); !errors.Is(err, ErrRefused) {
+		t.Fatalf("Bind() error = %v, want ErrRefused", err)
+	}
+	const reason = "elasticsearch: data logs/es-data-0 of cluster es already on this node"
+	revision := d.policies.Load().Revision()
+	want := []logrus.Fields{
+		{"verb": "filter", "pod": "logs/es-data-1", "node": "node-1", "rule": "elasticsearch-data", "reason": reason,
+			"peer": "logs/es-data-0", "resolvable": false, "policyRevision": revision},
+		{"verb": "bind", "pod": "logs/es-data-1", "node": "node-1", "rule": "elasticsearch-data", "reason": reason,
+			"policyRevision": revision},
+	}
+	var got []logrus.Fields
+	for _, e := range hook.AllEntries() {
+		if e.Message == "denied" {
+			if e.Level != logrus.InfoLevel {
+				t.Errorf("denial logged at %v, want info", e.Level)
+			}
+			got = append(got, e.Data)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("decision log (-want +got):\n%s", diff)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -136,7 +137,10 @@ func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.Exten
 			if !s.evictable(c.Peer) {
 				resolvable = false
 			}
+		}
+		for _, c := range cs {
 			d.denials.WithLabelValues(c.Rule, strconv.FormatBool(resolvable)).Inc()
+			d.logDenial(s, name, c, resolvable)
 		}
 		reason := joinReasons(cs)
 		if resolvable {
@@ -166,6 +170,21 @@ func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.Exten
 		result.Nodes = &v1.NodeList{Items: items}
 	}
 	return result, nil
+}
+
+// logDenial is the decision log of one hard denial: which rule kept the
+// pod off which node, because of which peer, under which policy revision.
+// There is one per conflicting peer's node, not per candidate node, so the
+// volume is bounded by the pod's peers however large the cluster.
+func (d *Decider) logDenial(s *subject, node string, c policy.Conflict, resolvable bool) {
+	fields := logrus.Fields{
+		"pod": s.pod.Key(), "node": node, "rule": c.Rule, "reason": c.Reason,
+		"resolvable": resolvable, "policyRevision": s.policy.Revision(), "verb": "filter",
+	}
+	if p, ok := s.peer(c.Peer); ok {
+		fields["peer"] = p.Key()
+	}
+	d.log.WithFields(fields).Info("denied")
 }
 
 // passAll keeps every candidate.
