@@ -38,8 +38,9 @@ func main() {
 const usage = `regosched: a kube-scheduler extender with placement rules in Rego.
 
 Usage:
-  regosched serve [flags]   serve the extender (see regosched serve -h)
-  regosched version         print the version
+  regosched serve [flags]            serve the extender (see regosched serve -h)
+  regosched explain -f POD [flags]   show what the policy decides for a pod on every node (see regosched explain -h)
+  regosched version                  print the version
 `
 
 func run(args []string) error {
@@ -50,6 +51,8 @@ func run(args []string) error {
 	switch args[0] {
 	case "serve":
 		return runServe(args[1:])
+	case "explain":
+		return runExplain(args[1:])
 	case "version":
 		return json.NewEncoder(os.Stdout).Encode(map[string]string{"version": binaryVersion()})
 	case "help", "-h", "--help":

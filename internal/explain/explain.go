@@ -1,0 +1,305 @@
+// Package explain shows, for one pod, what regosched would decide on every
+// node of a cluster and why: the verdict of filter, the score of
+// prioritize and the reasons, plus the policy revision, the pod's peer
+// groups and its peers, which is what a policy author needs to debug a
+// rule (`regosched explain`).
+//
+// It runs the real decision code over a real placement cache: the same
+// informers, policy and decision.Decider as `regosched serve`, with
+// in-flight waiting off and no binding, since nothing is being scheduled.
+package explain
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/bundle"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/regosched/regosched/internal/decision"
+	"github.com/regosched/regosched/internal/placement"
+	"github.com/regosched/regosched/internal/policy"
+)
+
+// DefaultSyncTimeout bounds the wait for the API server and the initial
+// lists of pods and nodes.
+const DefaultSyncTimeout = 30 * time.Second
+
+// Verdict is filter's answer for one node.
+type Verdict string
+
+// Verdicts, as the extender protocol has them.
+const (
+	// OK: the node passes filter.
+	OK Verdict = "ok"
+	// Failed: a hard rule removes the node, but every conflicting peer on it
+	// has a lower priority, so preemption may help (FailedNodes).
+	Failed Verdict = "failed"
+	// Unresolvable: a hard rule removes the node and preemption cannot help
+	// (FailedAndUnresolvableNodes).
+	Unresolvable Verdict = "unresolvable"
+)
+
+// Report is what regosched decides for one pod.
+type Report struct {
+	// Pod is the pod's namespace/name.
+	Pod    string     `json:"pod"`
+	Policy PolicyInfo `json:"policy"`
+	// PeerKeys are the groups the policy's peer_keys rule gives the pod;
+	// empty means no rule applies to it.
+	PeerKeys []string `json:"peerKeys"`
+	// Peers are the bound pods that share a group with the pod.
+	Peers []Peer `json:"peers"`
+	// BoundTo is the node the pod itself is bound to already, if it is in
+	// the cluster; it is not its own peer.
+	BoundTo string `json:"boundTo,omitempty"`
+	// Scored is false when prioritize expressed no preference among the
+	// nodes filter kept (no soft rule applies to them): each scores 0.
+	Scored bool `json:"scored"`
+	// Nodes are every node of the cluster: rejected ones first (by name),
+	// then the others by score, highest first, then by name.
+	Nodes []NodeResult `json:"nodes"`
+}
+
+// PolicyInfo names the policy that decided.
+type PolicyInfo struct {
+	Source   string `json:"source"`
+	Revision string `json:"revision"`
+}
+
+// Peer is a pod the policy compares the pod with.
+type Peer struct {
+	Pod      string            `json:"pod"`
+	Node     string            `json:"node"`
+	Priority int32             `json:"priority"`
+	Labels   map[string]string `json:"labels"`
+}
+
+// NodeResult is the decision for one node.
+type NodeResult struct {
+	Node    string  `json:"node"`
+	Verdict Verdict `json:"verdict"`
+	// Score is prioritize's 0..10 among the nodes that pass filter, as the
+	// scheduler would get it; nil for a node filter removes.
+	Score *int64 `json:"score,omitempty"`
+	// Reason is filter's reason for removing the node, as the scheduler
+	// shows it in the pod's FailedScheduling event.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Options configure Explain.
+type Options struct {
+	Client kubernetes.Interface
+	Policy *policy.Policy
+	// PolicySource names where Policy came from, for the report.
+	PolicySource string
+	// SyncTimeout bounds the wait for the API server; 0 means
+	// DefaultSyncTimeout.
+	SyncTimeout time.Duration
+	Log         logrus.FieldLogger
+}
+
+// Explain decides for pod on every node the cluster has, with the real
+// placement cache and decider. A pod without a namespace is in "default".
+// The pod is not changed.
+func Explain(ctx context.Context, pod *corev1.Pod, opts Options) (*Report, error) {
+	if opts.SyncTimeout <= 0 {
+		opts.SyncTimeout = DefaultSyncTimeout
+	}
+	pod = pod.DeepCopy()
+	if pod.Namespace == "" {
+		pod.Namespace = metav1.NamespaceDefault
+	}
+	pol := opts.Policy
+
+	ctx, cancel := context.WithCancel(ctx)
+	cache, err := placement.New(opts.Client, pol.PeerKeys, opts.Log.WithField("component", "placement"))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	cache.Start(ctx)
+	// The informers stop only once ctx is cancelled: cancel, then wait.
+	defer func() { cancel(); cache.Shutdown() }()
+	if err := waitForSync(ctx, opts.Client, cache, opts.SyncTimeout); err != nil {
+		return nil, err
+	}
+
+	self := placement.PodFromObject(pod)
+	self.Node = "" // as the decider sees it: pending
+	keys, err := pol.PeerKeys(ctx, self)
+	if err != nil {
+		return nil, fmt.Errorf("peer keys of %s: %w", self.Key(), err)
+	}
+	report := &Report{
+		Pod:      self.Key(),
+		Policy:   PolicyInfo{Source: opts.PolicySource, Revision: pol.Revision()},
+		PeerKeys: keys,
+	}
+	report.BoundTo = adoptBoundSelf(cache, keys, pod)
+	for _, p := range cache.Peers(keys, pod.UID) {
+		report.Peers = append(report.Peers, Peer{Pod: p.Key(), Node: p.Node, Priority: p.Priority, Labels: p.Labels})
+	}
+
+	// No client: no binding, and no re-reading of peers behind a total
+	// refusal (the cache has just been listed, it is not behind).
+	decider, err := decision.New(cache, fixedPolicy{pol}, opts.Log.WithField("component", "decision"),
+		prometheus.NewRegistry(), decision.Options{MaxWait: 0})
+	if err != nil {
+		return nil, err
+	}
+	names := cache.NodeNames()
+	filtered, err := decider.Filter(ctx, &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &names})
+	if err != nil {
+		return nil, fmt.Errorf("filter: %w", err)
+	}
+	if filtered.Error != "" {
+		return nil, fmt.Errorf("filter: %s", filtered.Error)
+	}
+	var kept []string
+	if filtered.NodeNames != nil {
+		kept = *filtered.NodeNames
+	}
+	scores := map[string]int64{}
+	if len(kept) > 0 {
+		// Only the nodes filter kept, as the scheduler does: the scores are
+		// relative to the worst candidate, so a rejected node must not count.
+		prios, err := decider.Prioritize(ctx, &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &kept})
+		if err != nil {
+			return nil, fmt.Errorf("prioritize: %w", err)
+		}
+		report.Scored = len(prios) > 0
+		for _, hp := range prios {
+			scores[hp.Host] = hp.Score
+		}
+	}
+	for _, name := range kept {
+		score := scores[name] // a node left out of the list scores 0
+		report.Nodes = append(report.Nodes, NodeResult{Node: name, Verdict: OK, Score: &score})
+	}
+	for name, reason := range filtered.FailedNodes {
+		report.Nodes = append(report.Nodes, NodeResult{Node: name, Verdict: Failed, Reason: reason})
+	}
+	for name, reason := range filtered.FailedAndUnresolvableNodes {
+		report.Nodes = append(report.Nodes, NodeResult{Node: name, Verdict: Unresolvable, Reason: reason})
+	}
+	slices.SortFunc(report.Nodes, compareNodes)
+	return report, nil
+}
+
+// compareNodes orders rejected nodes first (the reasons are what an author
+// looks for), by name, then the others by score, highest first, then name.
+func compareNodes(a, b NodeResult) int {
+	if (a.Verdict == OK) != (b.Verdict == OK) {
+		if a.Verdict == OK {
+			return 1
+		}
+		return -1
+	}
+	if a.Score != nil && b.Score != nil && *a.Score != *b.Score {
+		return cmp.Compare(*b.Score, *a.Score)
+	}
+	return strings.Compare(a.Node, b.Node)
+}
+
+// waitForSync fails fast and clearly when the API server is unreachable or
+// refuses to list pods or nodes (informers would only retry in silence),
+// then waits for the cache's initial lists.
+func waitForSync(ctx context.Context, client kubernetes.Interface, cache *placement.Cache, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	one := metav1.ListOptions{Limit: 1}
+	if _, err := client.CoreV1().Nodes().List(ctx, one); err != nil {
+		return fmt.Errorf("listing nodes from the API server: %w", err)
+	}
+	if _, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, one); err != nil {
+		return fmt.Errorf("listing pods from the API server: %w", err)
+	}
+	if !cache.WaitForSync(ctx) {
+		if err := context.Cause(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		return fmt.Errorf("the placement cache did not sync with the API server within %s", timeout)
+	}
+	return nil
+}
+
+// adoptBoundSelf returns the node of a bound pod that is the pod itself:
+// the same UID, or, for a pod file without one (a manifest not yet
+// applied, or edited), the same namespace and name. In the second case pod
+// takes that UID, so that it is not counted as its own peer.
+func adoptBoundSelf(cache *placement.Cache, keys []string, pod *corev1.Pod) string {
+	for _, p := range cache.Peers(keys, "") {
+		if (pod.UID != "" && p.UID == pod.UID) ||
+			(pod.UID == "" && p.Namespace == pod.Namespace && p.Name == pod.Name) {
+			pod.UID = p.UID
+			return p.Node
+		}
+	}
+	return ""
+}
+
+// fixedPolicy is the one policy of an explain run (decision.Policies).
+type fixedPolicy struct{ p *policy.Policy }
+
+func (f fixedPolicy) Load() *policy.Policy { return f.p }
+
+// LoadPolicy loads and compiles the bundle at path (a directory or
+// .tar.gz), or the embedded default when path is empty, as `regosched
+// serve` does. It returns the policy and the source to report.
+func LoadPolicy(ctx context.Context, path string, embedded fs.FS) (*policy.Policy, string, error) {
+	var (
+		b      *bundle.Bundle
+		err    error
+		source = path
+	)
+	if path == "" {
+		source = "embedded"
+		b, err = policy.LoadFS(embedded, "embedded default policy")
+	} else {
+		b, err = policy.Load(path)
+	}
+	if err != nil {
+		return nil, source, err
+	}
+	pol, err := policy.Compile(ctx, b)
+	if err != nil {
+		return nil, source, fmt.Errorf("policy %s: %w", source, err)
+	}
+	return pol, source, nil
+}
+
+// Client returns a clientset for the cluster of kubeconfig: an explicit
+// path, else $KUBECONFIG, else ~/.kube/config (kubectl's rules), else the
+// in-cluster configuration.
+func Client(kubeconfig string) (kubernetes.Interface, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil && kubeconfig == "" && clientcmd.IsEmptyConfig(err) {
+		if in, inErr := rest.InClusterConfig(); inErr == nil {
+			cfg, err = in, nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	return client, nil
+}
