@@ -109,7 +109,8 @@ type Options struct {
 	// SyncTimeout bounds the wait for the API server; 0 means
 	// DefaultSyncTimeout.
 	SyncTimeout time.Duration
-	Log         logrus.FieldLogger
+	// Log receives the placement cache's and the decider's logs; required.
+	Log logrus.FieldLogger
 }
 
 // Explain decides for pod on every node the cluster has, with the real
@@ -230,7 +231,7 @@ func waitForSync(ctx context.Context, client kubernetes.Interface, cache *placem
 	}
 	if !cache.WaitForSync(ctx) {
 		if err := context.Cause(ctx); !errors.Is(err, context.DeadlineExceeded) {
-			return err
+			return fmt.Errorf("waiting for the placement cache: %w", err)
 		}
 		return fmt.Errorf("the placement cache did not sync with the API server within %s", timeout)
 	}

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	logtest "github.com/sirupsen/logrus/hooks/test"
@@ -322,5 +324,33 @@ func TestLoadPolicy(t *testing.T) {
 	_, source, err := LoadPolicy(ctx, dir, regosched.DefaultPolicy())
 	if err == nil || source != dir {
 		t.Errorf("LoadPolicy(broken) = %q, %v, want an error for %s", source, err, dir)
+	}
+}
+
+// TestExplainSyncTimeout: an API server that answers the first list but not
+// the informers' gives up after SyncTimeout, saying so.
+func TestExplainSyncTimeout(t *testing.T) {
+	client := fake.NewClientset(nodes()...)
+	var failed atomic.Int32
+	client.PrependReactor("list", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if l, ok := a.(k8stesting.ListActionImpl); ok && l.ListOptions.Limit == 1 {
+			return false, nil, nil // Explain's own check: answered
+		}
+		failed.Add(1)
+		return true, nil, errors.New("etcd is down") // the informer's list
+	})
+	log, _ := logtest.NewNullLogger()
+	start := time.Now()
+	_, err := Explain(context.Background(), redis("shop", "m", "master", "0", "", 0), Options{
+		Client: client, Policy: defaultPolicy(t), SyncTimeout: 300 * time.Millisecond, Log: log,
+	})
+	if want := "did not sync with the API server within 300ms"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Explain() error = %v, want %q", err, want)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("Explain() took %s with a 300ms timeout", took)
+	}
+	if failed.Load() == 0 {
+		t.Error("the informer never listed nodes")
 	}
 }
