@@ -22,7 +22,9 @@ import (
 type Watcher struct {
 	Path     string
 	Interval time.Duration
-	Active   *Active
+	// Options are the checks a bundle must pass (signature, tests).
+	Options Options
+	Active  *Active
 	// Activate is called with each new policy after it is stored, e.g. to
 	// re-index the placement cache under its peer_keys.
 	Activate func(context.Context, *Policy)
@@ -67,26 +69,33 @@ func (w *Watcher) reload(ctx context.Context, loaded *string, fp string) {
 	// The content is settled: whatever the outcome, it is not tried again
 	// until it changes.
 	*loaded = fp
-	b, err := Load(w.Path)
+	b, err := w.Options.Load(w.Path)
 	if err == nil {
 		var p *Policy
-		if p, err = Compile(ctx, b); err == nil {
-			w.Active.Store(p)
-			w.Active.Replaced()
-			if w.Activate != nil {
-				w.Activate(ctx, p)
-			}
-			w.Log.WithField("revision", p.Revision()).Info("policy bundle reloaded")
+		if p, err = w.Options.Compile(ctx, b); err == nil {
+			activate(ctx, w.Active, p, w.Activate, w.Log)
 			return
 		}
 	}
 	w.fail(err)
 }
 
-// fail records a rejected bundle; the active policy stays.
-func (w *Watcher) fail(err error) {
-	w.Active.Failed(err, time.Now())
-	w.Log.WithError(err).WithField("revision", w.Active.Status().Revision).
+func (w *Watcher) fail(err error) { reject(w.Active, err, w.Log) }
+
+// activate makes p the active policy, then lets fn re-index for it.
+func activate(ctx context.Context, a *Active, p *Policy, fn func(context.Context, *Policy), log logrus.FieldLogger) {
+	a.Store(p)
+	a.Replaced()
+	if fn != nil {
+		fn(ctx, p)
+	}
+	log.WithField("revision", p.Revision()).Info("policy bundle reloaded")
+}
+
+// reject records a bundle that may not replace the active policy, which stays.
+func reject(a *Active, err error, log logrus.FieldLogger) {
+	a.Failed(err, time.Now())
+	log.WithError(err).WithField("revision", a.Status().Revision).
 		Error("policy bundle rejected; the previous policy stays active")
 }
 

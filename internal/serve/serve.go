@@ -37,7 +37,8 @@ type Options struct {
 	// probes that cannot present a client certificate to Listen.
 	HealthListen string
 	Kubeconfig   string
-	// PolicyPath is a bundle directory or .tar.gz; empty means DefaultPolicy.
+	// PolicyPath is a bundle directory, a .tar.gz or an http(s) URL of a
+	// bundle server; empty means DefaultPolicy.
 	PolicyPath    string
 	DefaultPolicy fs.FS
 	URLPrefix     string
@@ -49,6 +50,8 @@ type Options struct {
 	// PolicyPoll is how often --policy is checked for changes; 0 disables
 	// reloading. Unused for the embedded policy.
 	PolicyPoll time.Duration
+	// Bundles says how bundles are checked and a bundle server is polled.
+	Bundles BundleOptions
 	// KubeAPIQPS and KubeAPIBurst bound the API requests (binds, reads).
 	KubeAPIQPS   float32
 	KubeAPIBurst int
@@ -65,16 +68,32 @@ type Options struct {
 	Log       logrus.FieldLogger
 }
 
+// BundleOptions are the checks every bundle passes before it is activated
+// and, for an http(s) PolicyPath, how the bundle server is polled.
+type BundleOptions struct {
+	// VerificationKey, when set, requires signed bundles: a PEM public key
+	// file, or the secret for HS* algorithms (see policy.NewVerification).
+	VerificationKey   string
+	VerificationKeyID string
+	SigningAlg        string
+	Scope             string
+	// RunTests runs each bundle's *_test.rego tests before activating it.
+	RunTests bool
+	// MinDelay and MaxDelay bound the wait between polls of a bundle
+	// server; LongPollingTimeout > 0 turns long polling on.
+	MinDelay, MaxDelay, LongPollingTimeout time.Duration
+	// StartTimeout bounds the wait for the first good bundle from a server:
+	// regosched never serves without a policy.
+	StartTimeout    time.Duration
+	BearerTokenFile string
+}
+
 // Run serves until ctx ends, then shuts down gracefully.
 func Run(ctx context.Context, opts Options) error {
 	log := opts.Log
-	b, source, err := loadBundle(opts)
+	pol, source, remote, err := loadPolicy(ctx, opts)
 	if err != nil {
 		return err
-	}
-	pol, err := policy.Compile(ctx, b)
-	if err != nil {
-		return fmt.Errorf("policy %s: %w", source, err)
 	}
 	log.WithFields(logrus.Fields{"source": source, "revision": pol.Revision()}).Info("policy loaded")
 
@@ -95,7 +114,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	active.Store(pol)
+	active.Store(pol.Policy)
 
 	keys := func(ctx context.Context, p *placement.Pod) ([]string, error) {
 		return active.Load().PeerKeys(ctx, p)
@@ -201,11 +220,16 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}()
 
-	if opts.PolicyPath != "" && opts.PolicyPoll > 0 {
+	// A new policy may group pods differently: index them again.
+	reindex := func(ctx context.Context, _ *policy.Policy) { cache.SetKeyFunc(ctx, keys) }
+	switch {
+	case remote != nil:
+		remote.Active, remote.Activate = active, reindex
+		go remote.Run(ctx)
+	case opts.PolicyPath != "" && opts.PolicyPoll > 0:
 		w := &policy.Watcher{
-			Path: opts.PolicyPath, Interval: opts.PolicyPoll, Active: active, Log: log.WithField("component", "policy"),
-			// A new policy may group pods differently: index them again.
-			Activate: func(ctx context.Context, _ *policy.Policy) { cache.SetKeyFunc(ctx, keys) },
+			Path: opts.PolicyPath, Interval: opts.PolicyPoll, Options: pol.opts, Active: active,
+			Log: log.WithField("component", "policy"), Activate: reindex,
 		}
 		go w.Run(ctx)
 	}
@@ -255,13 +279,58 @@ func Run(ctx context.Context, opts Options) error {
 	return runErr
 }
 
-func loadBundle(opts Options) (*bundle.Bundle, string, error) {
-	if opts.PolicyPath == "" {
-		b, err := policy.LoadFS(opts.DefaultPolicy, "embedded default policy")
-		return b, "embedded", err
+// loadPolicy reads, checks and compiles the first policy; for a bundle
+// server it also returns the Remote that keeps polling it.
+func loadPolicy(ctx context.Context, opts Options) (loaded, string, *policy.Remote, error) {
+	var popts policy.Options
+	bo := opts.Bundles
+	popts.RunTests = bo.RunTests
+	if bo.VerificationKey != "" {
+		if opts.PolicyPath == "" {
+			// The embedded policy carries no signature: running it would
+			// silently skip the check the key asks for.
+			return loaded{}, "", nil, errors.New("--policy-verification-key needs a signed --policy bundle: the embedded default policy is unsigned")
+		}
+		vc, err := policy.NewVerification(bo.VerificationKey, bo.VerificationKeyID, bo.SigningAlg, bo.Scope)
+		if err != nil {
+			return loaded{}, "", nil, err
+		}
+		popts.Verification = vc
 	}
-	b, err := policy.Load(opts.PolicyPath)
-	return b, opts.PolicyPath, err
+	if policy.IsRemote(opts.PolicyPath) {
+		r := &policy.Remote{
+			URL: opts.PolicyPath, MinDelay: bo.MinDelay, MaxDelay: bo.MaxDelay, LongPollingTimeout: bo.LongPollingTimeout,
+			BearerTokenFile: bo.BearerTokenFile, Options: popts, Log: opts.Log.WithField("component", "policy"),
+		}
+		p, err := r.First(ctx, bo.StartTimeout)
+		if err != nil {
+			return loaded{}, "", nil, err
+		}
+		return loaded{p, popts}, opts.PolicyPath, r, nil
+	}
+	var b *bundle.Bundle
+	var err error
+	source := opts.PolicyPath
+	if source == "" {
+		source = "embedded default policy"
+		b, err = popts.LoadFS(opts.DefaultPolicy, source)
+	} else {
+		b, err = popts.Load(source)
+	}
+	if err != nil {
+		return loaded{}, "", nil, err
+	}
+	p, err := popts.Compile(ctx, b)
+	if err != nil {
+		return loaded{}, "", nil, fmt.Errorf("policy %s: %w", source, err)
+	}
+	return loaded{p, popts}, source, nil, nil
+}
+
+// loaded is the first policy and the checks later bundles pass too.
+type loaded struct {
+	*policy.Policy
+	opts policy.Options
 }
 
 // restConfig follows kubectl's rules: an explicit path, else in-cluster,
