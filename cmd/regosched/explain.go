@@ -79,7 +79,7 @@ func readPodFile(path string) (*corev1.Pod, error) {
 		if err != nil {
 			return nil, fmt.Errorf("pod file: %w", err)
 		}
-		defer f.Close() //nolint:errcheck // read-only
+		defer f.Close()
 		r = f
 	}
 	pod, err := explain.ReadPod(r)
