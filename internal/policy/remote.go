@@ -50,7 +50,8 @@ type Remote struct {
 
 	client rest.Client
 	path   string
-	etag   string
+	// etag is that of the active bundle.
+	etag string
 	// current is the digest of the active bundle, failed that of the last
 	// rejected one or the text of the last download error: neither is
 	// tried or reported twice in a row.
@@ -142,19 +143,22 @@ func (r *Remote) update(ctx context.Context, u download.Update) error {
 			reject(r.Active, fmt.Errorf("downloading policy bundle from %s: %w", r.URL, u.Error), r.Log)
 		}
 	case u.Bundle == nil:
-		// 304 Not Modified (or an empty body): no change.
+		// 304 Not Modified (or an empty body): no change. A 304 for the
+		// active bundle's ETag after a failure means the server is back
+		// to it. (OPA's client keeps sending the last ETag it saw even
+		// after a failed download, so a server back to the active bundle
+		// answers 304, not the bundle.)
+		if u.ETag != "" && u.ETag == r.etag {
+			r.recovered()
+		}
 	default:
 		d := digest(u.Bundle)
 		switch d {
 		case r.current:
 			// The active bundle again (a server without ETags, or back to
-			// it after a failure): nothing to swap, but the source is
-			// healthy again, so the last error no longer describes it.
-			if r.failed != "" {
-				r.failed = ""
-				r.Active.Store(r.Active.Load())
-				r.Log.WithField("revision", r.Active.Status().Revision).Info("policy bundle server serves the active bundle again")
-			}
+			// it after a failure): nothing to swap.
+			r.etag = u.ETag
+			r.recovered()
 			return nil
 		case r.failed:
 			return nil
@@ -165,10 +169,22 @@ func (r *Remote) update(ctx context.Context, u download.Update) error {
 			reject(r.Active, fmt.Errorf("policy bundle from %s: %w", r.URL, err), r.Log)
 			return nil
 		}
-		r.current, r.failed = d, ""
+		r.current, r.failed, r.etag = d, "", u.ETag
 		activate(ctx, r.Active, p, r.Activate, r.Log)
 	}
 	return nil
+}
+
+// recovered clears the last failure once the server serves the active
+// bundle again: the error no longer describes the source. Storing the active
+// policy again is what clears it; nothing is swapped or re-indexed.
+func (r *Remote) recovered() {
+	if r.failed == "" {
+		return
+	}
+	r.failed = ""
+	r.Active.Store(r.Active.Load())
+	r.Log.WithField("revision", r.Active.Status().Revision).Info("policy bundle server serves the active bundle again")
 }
 
 func (r *Remote) init() error {
