@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -98,13 +100,31 @@ func benchHandler(b *testing.B, nodes, pods int) (http.Handler, []byte) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pending := benchPod("ns", "cluster-0", 6, "")
-	pending.Name, pending.UID = "cluster-0-new-master", "new-master"
-	body, err := json.Marshal(&extenderv1.ExtenderArgs{Pod: pending, NodeNames: &names})
+	body, err := json.Marshal(&extenderv1.ExtenderArgs{Pod: pendingMaster(b), NodeNames: &names})
 	if err != nil {
 		b.Fatal(err)
 	}
 	return h, body
+}
+
+// pendingMaster is a new master of cluster-0 as kube-scheduler sends it: a
+// whole StatefulSet pod as the API server stores it (managed fields,
+// defaults, status), from testdata, not a pod of labels alone, so that the
+// benchmarks decode what a real request carries.
+func pendingMaster(b *testing.B) *corev1.Pod {
+	b.Helper()
+	raw, err := os.ReadFile("../../testdata/pod-redis-statefulset.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal(raw, &pod); err != nil {
+		b.Fatal(err)
+	}
+	template := benchPod("ns", "cluster-0", 6, "")
+	pod.Namespace, pod.Name, pod.UID = "ns", "cluster-0-new-master", "new-master"
+	maps.Copy(pod.Labels, template.Labels)
+	return &pod
 }
 
 func benchmarkVerb(b *testing.B, verb string) {

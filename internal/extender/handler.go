@@ -10,7 +10,6 @@ package extender
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	gojson "github.com/goccy/go-json"
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
@@ -208,16 +208,24 @@ func podName(args any) string {
 }
 
 // decodeJSON reads one JSON document into v and rejects anything after it.
+//
+// It uses goccy/go-json, a drop-in replacement for encoding/json (same
+// struct tags, case-insensitive keys, json.Unmarshaler methods, errors),
+// because decoding the scheduler's request is most of an extender's work:
+// for a realistic pod and 420 node names it decodes about 4× faster than
+// encoding/json, and 5× at 5,000 (BenchmarkDecodeArgs). Decoded strings
+// share a few blocks per request instead of one allocation each; the
+// decisions keep them no longer than a pod stays in flight.
 func decodeJSON(body io.Reader, v any, what string) error {
-	dec := json.NewDecoder(body)
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("decoding %s: %w", what, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if err == nil || !errors.As(err, new(*http.MaxBytesError)) {
-			return fmt.Errorf("decoding %s: unexpected data after the JSON document", what)
+	data, err := io.ReadAll(body)
+	if err != nil {
+		if errors.As(err, new(*http.MaxBytesError)) {
+			return err
 		}
-		return err
+		return fmt.Errorf("reading %s: %w", what, err)
+	}
+	if err := gojson.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("decoding %s: %w", what, err)
 	}
 	return nil
 }
@@ -273,7 +281,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	// The client may be gone; there is no one left to tell.
-	_ = json.NewEncoder(w).Encode(v)
+	_ = gojson.NewEncoder(w).Encode(v)
 }
 
 // recoverer turns a panic into a 500 instead of a dropped connection; the
