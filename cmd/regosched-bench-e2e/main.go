@@ -37,11 +37,12 @@ func main() {
 	flag.IntVar(&w.ESClusters, "es-clusters", w.ESClusters, "Elasticsearch clusters")
 	flag.IntVar(&w.ESDataPods, "es-data", w.ESDataPods, "data pods per Elasticsearch cluster")
 	flag.IntVar(&w.Namespaces, "namespaces", w.Namespaces, "namespaces the clusters are spread over")
-	only := flag.String("only", "", "measure only these configurations, comma separated: a (regosched), b (native), c (norules)")
+	only := flag.String("only", "", "measure only these configurations, comma separated: a (regosched), b (native), c (norules), d (null-extender: the extender protocol's own cost, a reference)")
 	flag.DurationVar(&opts.Timeout, "timeout", 10*time.Minute, "longest wait for every pod of one configuration to be bound")
 	flag.IntVar(&opts.ClientQPS, "client-qps", 500, "API client QPS (burst twice) of kube-scheduler and regosched, equal in every configuration; 0 keeps their defaults (50 and 100)")
 	flag.IntVar(&opts.NodeWorkers, "node-workers", 32, "concurrent requests while creating nodes")
 	flag.IntVar(&opts.CreateWorkers, "create-workers", 16, "concurrent requests while creating pods")
+	flag.StringVar(&opts.ProfileDir, "profile-dir", "", "write CPU profiles of regosched over its measurement to this folder (go tool pprof -top DIR/*.pprof)")
 	level := flag.String("log-level", "info", "progress detail on stderr: debug, info, warn, error")
 	flag.Parse()
 	opts.Workload = w

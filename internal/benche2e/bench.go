@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -44,14 +45,21 @@ type Options struct {
 	// creating nodes and pods.
 	NodeWorkers   int
 	CreateWorkers int
+	// ProfileDir, when set, receives CPU profiles of regosched (run with
+	// --profiling) over its measurement, one file per profileChunk.
+	ProfileDir string
 	// Out receives the detail lines and, last, the result line.
 	Out io.Writer
 	// Log receives progress messages; nil discards them.
 	Log logrus.FieldLogger
 }
 
-// verbMetric is regosched's per-verb latency histogram.
-const verbMetric = "regosched_request_duration_seconds"
+// verbMetric is regosched's per-verb latency histogram; waitMetric the
+// time filter calls waited for peers in flight.
+const (
+	verbMetric = "regosched_request_duration_seconds"
+	waitMetric = "regosched_inflight_wait_seconds"
+)
 
 // Run starts the stack, measures each configuration on it with fresh
 // namespaces, writes details and the result line to opts.Out, and stops
@@ -92,6 +100,9 @@ func Run(ctx context.Context, opts Options) error {
 	// regosched as deployed (log level info), with the same client rate
 	// limit as the scheduler.
 	extArgs := []string{"--log-level=info"}
+	if opts.ProfileDir != "" {
+		extArgs = append(extArgs, "--profiling")
+	}
 	if opts.ClientQPS > 0 {
 		extArgs = append(extArgs,
 			"--kube-api-qps="+strconv.Itoa(opts.ClientQPS),
@@ -147,6 +158,7 @@ func Run(ctx context.Context, opts Options) error {
 type bench struct {
 	opts   Options
 	stack  *ls.Stack
+	null   *nullExtender // while ModeNullExtender is measured
 	log    logrus.FieldLogger
 	printf func(string, ...any)
 }
@@ -206,6 +218,12 @@ func (b *bench) measure(ctx context.Context, mode Mode) (Result, error) {
 	}
 
 	// Then one scheduler, timed.
+	if mode == ModeNullExtender {
+		if b.null, err = startNullExtender(b.log.WithField("component", "null-extender")); err != nil {
+			return res, err
+		}
+		defer func() { b.null.stop(); b.null = nil }()
+	}
 	cfg, err := b.schedulerConfig(mode)
 	if err != nil {
 		return res, err
@@ -222,6 +240,11 @@ func (b *bench) measure(ctx context.Context, mode Mode) (Result, error) {
 	pids["kube-scheduler"] = sched.PID()
 	before["kube-scheduler"] = 0 // a new process: its start-up counts
 
+	if mode == ModeRegosched && b.opts.ProfileDir != "" {
+		profCtx, stopProf := context.WithCancel(ctx)
+		profDone := b.profile(profCtx)
+		defer func() { stopProf(); <-profDone }()
+	}
 	timer := time.NewTimer(b.opts.Timeout)
 	defer timer.Stop()
 	select {
@@ -281,10 +304,15 @@ func (b *bench) measure(ctx context.Context, mode Mode) (Result, error) {
 // Options.ClientQPS in each.
 func (b *bench) schedulerConfig(mode Mode) ([]byte, error) {
 	var doc map[string]any
-	if mode == ModeRegosched {
+	if mode == ModeRegosched || mode == ModeNullExtender {
 		cfg, err := b.stack.SchedulerConfig()
 		if err != nil {
 			return nil, err
+		}
+		if mode == ModeNullExtender {
+			if cfg, err = nullExtenderConfig(cfg, b.null.url, mode.SchedulerName()); err != nil {
+				return nil, err
+			}
 		}
 		if err := yaml.Unmarshal(cfg, &doc); err != nil {
 			return nil, fmt.Errorf("scheduler config: %w", err)
@@ -340,12 +368,56 @@ func (b *bench) pids() map[string]int {
 	return out
 }
 
+// profileChunk is the length of one regosched CPU profile: short, so that
+// little of the measurement is lost at its end; pprof merges the files.
+const profileChunk = 3 * time.Second
+
+// profile writes regosched CPU profiles to ProfileDir, one per
+// profileChunk, until ctx ends (the chunk under way then is lost). The
+// returned channel is closed when it has stopped.
+func (b *bench) profile(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			data, err := b.stack.CPUProfile(ctx, profileChunk)
+			if err != nil {
+				if ctx.Err() == nil {
+					b.log.WithError(err).Warn("profiling regosched")
+				}
+				return
+			}
+			path := filepath.Join(b.opts.ProfileDir, fmt.Sprintf("regosched-cpu-%02d.pprof", i))
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				b.log.WithError(err).Warn("writing a regosched profile")
+				return
+			}
+		}
+	}()
+	return done
+}
+
+// verbTimes are regosched's time per verb, and last, as the "verb"
+// "filter-inflight-wait", the part of filter spent waiting for peers in
+// flight.
 func (b *bench) verbTimes(ctx context.Context) ([]VerbTime, error) {
 	body, err := b.stack.Metrics(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return ParseVerbTimes(body, verbMetric)
+	verbs, err := ParseVerbTimes(body, verbMetric)
+	if err != nil {
+		return nil, err
+	}
+	waits, err := ParseVerbTimes(body, waitMetric)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range waits {
+		w.Verb = "filter-inflight-wait"
+		verbs = append(verbs, w)
+	}
+	return verbs, nil
 }
 
 // Violations is the independent check of a final placement:

@@ -183,7 +183,7 @@ func TestResultLine(t *testing.T) {
 	}
 	all := []Result{res(ModeRegosched, 7.5, 0), res(ModeNative, 6, 0), res(ModeNoRules, 5, 3)}
 	got := ResultLine(1000, 1500, all)
-	want := "throughput nodes=1000 pods=1500 regosched=200.0/s native=250.0/s norules=300.0/s violations_regosched=0 violations_native=0"
+	want := "throughput nodes=1000 pods=1500 regosched=120.0/s native=136.4/s norules=150.0/s violations_regosched=0 violations_native=0"
 	if got != want {
 		t.Errorf("ResultLine() =\n%s\nwant\n%s", got, want)
 	}
@@ -225,6 +225,18 @@ regosched_requests_total{outcome="ok",verb="bind"} 50
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ParseVerbTimes (-want +got):\n%s", diff)
 	}
+	waits, err := ParseVerbTimes([]byte(`# TYPE regosched_inflight_wait_seconds histogram
+regosched_inflight_wait_seconds_bucket{le="0.0005"} 7
+regosched_inflight_wait_seconds_sum 0.25
+regosched_inflight_wait_seconds_count 10
+regosched_inflight_wait_seconds_sumx 99
+`), waitMetric)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]VerbTime{{Verb: "", Count: 10, Sum: 0.25}}, waits); diff != "" {
+		t.Errorf("ParseVerbTimes of an unlabelled histogram (-want +got):\n%s", diff)
+	}
 	d := SubVerbTimes(got, []VerbTime{{Verb: "bind", Count: 50, Sum: 1.5}, {Verb: "filter", Count: 2, Sum: 0.1}})
 	if len(d) != 1 || d[0].Verb != "filter" || d[0].Count != 100 || d[0].Mean() < 0.00499 || d[0].Mean() > 0.00501 {
 		t.Errorf("SubVerbTimes = %+v", d)
@@ -258,12 +270,12 @@ func TestPlainSchedulerConfig(t *testing.T) {
 			t.Errorf("config lacks %q:\n%s", s, out)
 		}
 	}
-	for _, s := range []string{"a", "regosched", "b", "native", "c", "norules"} {
+	for _, s := range []string{"a", "regosched", "b", "native", "c", "norules", "d", "null-extender"} {
 		if _, err := ParseMode(s); err != nil {
 			t.Error(err)
 		}
 	}
-	if _, err := ParseMode("d"); err == nil {
-		t.Error("ParseMode(d) succeeded")
+	if _, err := ParseMode("e"); err == nil {
+		t.Error("ParseMode(e) succeeded")
 	}
 }

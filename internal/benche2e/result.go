@@ -91,13 +91,15 @@ func (r Result) Details() []string {
 	return out
 }
 
-// ResultLine is the benchmark's last line. Absent modes print as 0 and
+// ResultLine is the benchmark's last line. Rates count, as issue 5 defines
+// them, from the first pod created to the last pod bound (Details also
+// gives them from the scheduler's start). Absent modes print as 0 and
 // violations of an absent mode as -1.
 func ResultLine(nodes, pods int, results []Result) string {
 	rates := map[Mode]float64{}
 	viol := map[Mode]int{ModeRegosched: -1, ModeNative: -1}
 	for _, r := range results {
-		rates[r.Mode] = r.Rate()
+		rates[r.Mode] = r.RateFromCreate()
 		viol[r.Mode] = len(r.Violations)
 	}
 	return fmt.Sprintf("throughput nodes=%d pods=%d regosched=%.1f/s native=%.1f/s norules=%.1f/s violations_regosched=%d violations_native=%d",
@@ -120,8 +122,9 @@ func (v VerbTime) Mean() float64 {
 	return v.Sum / float64(v.Count)
 }
 
-// ParseVerbTimes sums the _sum and _count samples of the labelled
-// histogram name per value of its verb label, sorted by verb.
+// ParseVerbTimes sums the _sum and _count samples of the histogram name
+// per value of its verb label (the empty verb for an unlabelled one),
+// sorted by verb.
 func ParseVerbTimes(body []byte, name string) ([]VerbTime, error) {
 	byVerb := map[string]*VerbTime{}
 	sc := bufio.NewScanner(bytes.NewReader(body))
@@ -138,6 +141,11 @@ func ParseVerbTimes(body []byte, name string) ([]VerbTime, error) {
 			isSum, rest = true, strings.TrimPrefix(line, name+"_sum{")
 		case strings.HasPrefix(line, name+"_count{"):
 			rest = strings.TrimPrefix(line, name+"_count{")
+		case strings.HasPrefix(line, name+"_sum "):
+			// Unlabelled: one "verb", the empty one.
+			isSum, rest = true, "}"+strings.TrimPrefix(line, name+"_sum")
+		case strings.HasPrefix(line, name+"_count "):
+			rest = "}" + strings.TrimPrefix(line, name+"_count")
 		default:
 			continue
 		}

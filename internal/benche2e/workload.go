@@ -36,12 +36,21 @@ const (
 	ModeNative Mode = "b"
 	// ModeNoRules is kube-scheduler alone, no rules: the ceiling.
 	ModeNoRules Mode = "c"
+	// ModeNullExtender is a reference, not one of the three compared
+	// configurations: kube-scheduler with the deployed extender settings
+	// (filter and prioritize, nodeCacheCapable) calling an extender that
+	// does no work (every node passes, no scores), the scheduler binding.
+	// It is the cost of the extender protocol itself: no extender can be
+	// faster on this control plane.
+	ModeNullExtender Mode = "d"
 )
 
-// Modes lists every mode in measuring order.
+// Modes lists the three compared modes in measuring order; the reference
+// ModeNullExtender is measured only when asked for.
 var Modes = []Mode{ModeRegosched, ModeNative, ModeNoRules}
 
-// ParseMode accepts a, b, c or the names regosched, native, norules.
+// ParseMode accepts a, b, c, d or the names regosched, native, norules,
+// null-extender.
 func ParseMode(s string) (Mode, error) {
 	switch s {
 	case "a", "regosched":
@@ -50,8 +59,10 @@ func ParseMode(s string) (Mode, error) {
 		return ModeNative, nil
 	case "c", "norules", "no-rules":
 		return ModeNoRules, nil
+	case "d", "null-extender":
+		return ModeNullExtender, nil
 	}
-	return "", fmt.Errorf("unknown configuration %q: want a (regosched), b (native) or c (norules)", s)
+	return "", fmt.Errorf("unknown configuration %q: want a (regosched), b (native), c (norules) or d (null-extender)", s)
 }
 
 // Name is the mode's name in the result line: regosched, native, norules.
@@ -63,6 +74,8 @@ func (m Mode) Name() string {
 		return "native"
 	case ModeNoRules:
 		return "norules"
+	case ModeNullExtender:
+		return "null-extender"
 	}
 	return string(m)
 }

@@ -369,6 +369,19 @@ func (s *Stack) StartExtender(ctx context.Context) error {
 	return nil
 }
 
+// CPUProfile records a pprof CPU profile of regosched over the given
+// duration (whole seconds); regosched must run with --profiling.
+func (s *Stack) CPUProfile(ctx context.Context, d time.Duration) ([]byte, error) {
+	code, body, err := s.get(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(d.Seconds()))))
+	if err != nil {
+		return nil, fmt.Errorf("regosched CPU profile: %w", err)
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("regosched CPU profile: status %d: %s", code, body)
+	}
+	return body, nil
+}
+
 // get fetches path from regosched and returns the status and body.
 func (s *Stack) get(ctx context.Context, path string) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.BaseURL()+path, nil)
