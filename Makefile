@@ -39,9 +39,10 @@ e2e: ## End-to-end suite on a local control plane (builds etcd, kube-apiserver, 
 demo: ## Local control plane + regosched + kube-scheduler, a sample workload, a placement table
 	$(GO) run ./cmd/regosched-demo
 
-lint: ## go vet and golangci-lint
+lint: ## go vet and golangci-lint (with and without the e2e build tag)
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --build-tags e2e ./...
 
 run: build ## Serve against the cluster of your KUBECONFIG, with debug logs
 	./bin/regosched serve --log-level=debug

@@ -11,11 +11,11 @@ import (
 )
 
 // signedCopy is a copy of the default policy (tests included) at revision
-// rev, signed with key under keyID.
-func signedCopy(t *testing.T, k testKey, keyID, rev string) string {
+// s1, signed with key under keyID.
+func signedCopy(t *testing.T, k testKey, keyID string) string {
 	t.Helper()
-	dir := copyTree(t, "../../rego")
-	manifest(t, dir, rev)
+	dir := copyPolicy(t)
+	manifest(t, dir, "s1")
 	signDir(t, dir, bundle.NewSigningConfig(k.private, "RS256", ""), keyID)
 	return dir
 }
@@ -57,30 +57,30 @@ func TestSignedBundles(t *testing.T) {
 		// wantErr is part of the error; empty: the bundle is accepted.
 		wantErr string
 	}{
-		{"signed directory", func(t *testing.T) string { return signedCopy(t, key, "default", "s1") },
+		{"signed directory", func(t *testing.T) string { return signedCopy(t, key, "default") },
 			func(t *testing.T) *bundle.VerificationConfig { return verify(t, "", "") }, ""},
-		{"signed tarball", func(t *testing.T) string { return asTarball(t, signedCopy(t, key, "default", "s1")) },
+		{"signed tarball", func(t *testing.T) string { return asTarball(t, signedCopy(t, key, "default")) },
 			func(t *testing.T) *bundle.VerificationConfig { return verify(t, "", "") }, ""},
-		{"key id other than default", func(t *testing.T) string { return signedCopy(t, key, "ops", "s1") },
+		{"key id other than default", func(t *testing.T) string { return signedCopy(t, key, "ops") },
 			func(t *testing.T) *bundle.VerificationConfig { return verify(t, "ops", "") }, ""},
-		{"unsigned directory", func(t *testing.T) string { return copyTree(t, "../../rego") },
+		{"unsigned directory", copyPolicy,
 			func(t *testing.T) *bundle.VerificationConfig { return verify(t, "", "") }, "bundle missing .signatures.json file"},
-		{"unsigned tarball", func(t *testing.T) string { return asTarball(t, copyTree(t, "../../rego")) },
+		{"unsigned tarball", func(t *testing.T) string { return asTarball(t, copyPolicy(t)) },
 			func(t *testing.T) *bundle.VerificationConfig { return verify(t, "", "") }, "bundle missing .signatures.json file"},
-		{"tampered directory", func(t *testing.T) string { return tamper(t, signedCopy(t, key, "default", "s1")) },
+		{"tampered directory", func(t *testing.T) string { return tamper(t, signedCopy(t, key, "default")) },
 			func(t *testing.T) *bundle.VerificationConfig { return verify(t, "", "") }, "regosched/config/data.json: digest mismatch"},
-		{"tampered tarball", func(t *testing.T) string { return asTarball(t, tamper(t, signedCopy(t, key, "default", "s1"))) },
+		{"tampered tarball", func(t *testing.T) string { return asTarball(t, tamper(t, signedCopy(t, key, "default"))) },
 			func(t *testing.T) *bundle.VerificationConfig { return verify(t, "", "") }, "regosched/config/data.json: digest mismatch"},
 		{"file added after signing", func(t *testing.T) string {
-			dir := signedCopy(t, key, "default", "s1")
+			dir := signedCopy(t, key, "default")
 			writeFile(t, filepath.Join(dir, "regosched", "extra.rego"), "package regosched.extra\n\nx := 1\n")
 			return dir
 		}, func(t *testing.T) *bundle.VerificationConfig { return verify(t, "", "") }, "regosched/extra.rego not included in bundle signature"},
-		{"signed with another key", func(t *testing.T) string { return signedCopy(t, other, "default", "s1") },
+		{"signed with another key", func(t *testing.T) string { return signedCopy(t, other, "default") },
 			func(t *testing.T) *bundle.VerificationConfig { return verify(t, "", "") }, "verif"},
-		{"scope mismatch", func(t *testing.T) string { return signedCopy(t, key, "default", "s1") },
+		{"scope mismatch", func(t *testing.T) string { return signedCopy(t, key, "default") },
 			func(t *testing.T) *bundle.VerificationConfig { return verify(t, "", "prod") }, "scope mismatch"},
-		{"signed bundle without a key", func(t *testing.T) string { return signedCopy(t, key, "default", "s1") },
+		{"signed bundle without a key", func(t *testing.T) string { return signedCopy(t, key, "default") },
 			func(*testing.T) *bundle.VerificationConfig { return nil }, "verification key not provided"},
 	}
 	for _, tt := range tests {
@@ -103,7 +103,7 @@ func TestSignedBundles(t *testing.T) {
 }
 
 func TestSignedBundleHMAC(t *testing.T) {
-	dir := copyTree(t, "../../rego")
+	dir := copyPolicy(t)
 	signDir(t, dir, bundle.NewSigningConfig("s3cret", "HS256", ""), "default")
 	for _, tt := range []struct {
 		secret  string
@@ -142,7 +142,7 @@ func TestNewVerificationRejectsBadSettings(t *testing.T) {
 func TestRunTests(t *testing.T) {
 	withTest := func(name, rego string) func(t *testing.T) string {
 		return func(t *testing.T) string {
-			dir := copyTree(t, "../../rego")
+			dir := copyPolicy(t)
 			if rego != "" {
 				writeFile(t, filepath.Join(dir, "regosched", name), rego)
 			}
@@ -164,7 +164,7 @@ func TestRunTests(t *testing.T) {
 			[]string{"data.regosched.broken_test.test_errs: error:", "conflicting"}},
 		{"failing test ignored without --policy-run-tests", withTest("broken_test.rego", "package regosched.broken_test\n\ntest_fails if false\n"), false, nil},
 		{"a rule broken by a decision change is caught by the bundle's own tests", func(t *testing.T) string {
-			dir := copyTree(t, "../../rego")
+			dir := copyPolicy(t)
 			p := filepath.Join(dir, "regosched", "config", "data.json")
 			raw, err := os.ReadFile(p)
 			if err != nil {

@@ -45,10 +45,11 @@ func newTestKey(t *testing.T) testKey {
 	return tk
 }
 
-// copyTree copies the bundle under src (tests included) to a new
+// copyPolicy copies the default policy bundle (tests included) to a new
 // temporary directory.
-func copyTree(t *testing.T, src string) string {
+func copyPolicy(t *testing.T) string {
 	t.Helper()
+	const src = "../../rego"
 	dst := t.TempDir()
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {

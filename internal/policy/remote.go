@@ -91,7 +91,10 @@ func (r *Remote) First(ctx context.Context, timeout time.Duration) (*Policy, err
 		if ctx.Err() != nil {
 			// A download cut short by the deadline may still be running:
 			// read nothing it writes.
-			return nil, fmt.Errorf("no policy bundle from %s within %s (last error: %v)", r.URL, timeout, last)
+			if last == nil {
+				return nil, fmt.Errorf("no policy bundle from %s within %s", r.URL, timeout)
+			}
+			return nil, fmt.Errorf("no policy bundle from %s within %s (last error: %w)", r.URL, timeout, last)
 		}
 		switch {
 		case err == nil && got != nil:

@@ -165,8 +165,11 @@ func TestPolicySwapUnderLoad(t *testing.T) {
 		}
 		defer func() { _ = resp.Body.Close() }()
 		raw, err := io.ReadAll(resp.Body)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			return "", fmt.Errorf("filter: %d %s %v", resp.StatusCode, raw, err)
+		if err != nil {
+			return "", fmt.Errorf("filter: reading the answer: %w", err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("filter: %d %s", resp.StatusCode, raw)
 		}
 		return string(raw), nil
 	}

@@ -1,0 +1,46 @@
+package serve
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	logtest "github.com/sirupsen/logrus/hooks/test"
+
+	"github.com/regosched/regosched"
+)
+
+// TestPolicyChecksAtStart: settings that cannot give a trustworthy policy
+// stop regosched before it serves.
+func TestPolicyChecksAtStart(t *testing.T) {
+	notFound := httptest.NewServer(http.NotFoundHandler())
+	defer notFound.Close()
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"a verification key with the unsigned embedded policy",
+			Options{Bundles: BundleOptions{VerificationKey: "secret", SigningAlg: "HS256"}},
+			"the embedded default policy is unsigned"},
+		{"an unsigned bundle with a verification key",
+			Options{PolicyPath: "../../rego", Bundles: BundleOptions{VerificationKey: "secret", SigningAlg: "HS256"}},
+			"bundle missing .signatures.json file"},
+		{"a bundle server with no bundle",
+			Options{PolicyPath: notFound.URL + "/b.tar.gz", Bundles: BundleOptions{MinDelay: time.Second, MaxDelay: time.Second, StartTimeout: time.Second}},
+			"no policy bundle from " + notFound.URL + "/b.tar.gz within 1s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			log, _ := logtest.NewNullLogger()
+			tt.opts.Listen, tt.opts.DefaultPolicy, tt.opts.Log = freeAddr(t), regosched.DefaultPolicy(), log
+			err := Run(context.Background(), tt.opts)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Run() = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
