@@ -145,6 +145,7 @@ type remoteFixture struct {
 	active    *Active
 	activated chan string
 	ctx       context.Context
+	stop      func() // stops the source and waits for it
 }
 
 func startRemote(t *testing.T, srv *bundleServer, tweak func(*Remote)) *remoteFixture {
@@ -176,7 +177,8 @@ func startRemote(t *testing.T, srv *bundleServer, tweak func(*Remote)) *remoteFi
 	active.Store(p)
 	done := make(chan struct{})
 	go func() { f.remote.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	f.stop = sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(f.stop)
 	return f
 }
 
@@ -244,6 +246,9 @@ func TestRemoteReloadsGoodBundlesOnly(t *testing.T) {
 
 			srv.publish(b["r3"])
 			f.waitFor(t, "revision r3", func(s Status) bool { return s.Revision == "r3" })
+			// Activate runs after the swap that Status shows: stop the
+			// source so that no call is still on its way.
+			f.stop()
 			close(f.activated)
 			var got []string
 			for rev := range f.activated {
