@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/pprof"
 	"strings"
@@ -62,6 +61,7 @@ type Config struct {
 
 type handler struct {
 	cfg      Config
+	bodies   bodyBuffers
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 }
@@ -117,11 +117,11 @@ type outcome struct {
 }
 
 // verb wraps an extender verb: body limit, decoding, metrics and logging.
-func verb[A any](h *handler, name string, decode func(io.Reader) (*A, error), answer func(context.Context, *A) outcome) http.Handler {
+func verb[A any](h *handler, name string, decodeBody func([]byte) (*A, error), answer func(context.Context, *A) outcome) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		var out outcome
-		args, err := decode(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+		args, err := decode(&h.bodies, http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes), r.ContentLength, h.cfg.MaxBodyBytes, decodeBody)
 		notReady := h.cfg.Ready()
 		switch {
 		case err == nil && notReady != nil:
@@ -207,7 +207,7 @@ func podName(args any) string {
 	return ""
 }
 
-// decodeJSON reads one JSON document into v and rejects anything after it.
+// decodeJSON decodes one JSON document into v and rejects anything after it.
 //
 // It uses goccy/go-json, a drop-in replacement for encoding/json (same
 // struct tags, case-insensitive keys, json.Unmarshaler methods, errors),
@@ -216,14 +216,7 @@ func podName(args any) string {
 // encoding/json, and 5× at 5,000 (BenchmarkDecodeArgs). Decoded strings
 // share a few blocks per request instead of one allocation each; the
 // decisions keep them no longer than a pod stays in flight.
-func decodeJSON(body io.Reader, v any, what string) error {
-	data, err := io.ReadAll(body)
-	if err != nil {
-		if errors.As(err, new(*http.MaxBytesError)) {
-			return err
-		}
-		return fmt.Errorf("reading %s: %w", what, err)
-	}
+func decodeJSON(data []byte, v any, what string) error {
 	if err := gojson.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("decoding %s: %w", what, err)
 	}
@@ -231,7 +224,7 @@ func decodeJSON(body io.Reader, v any, what string) error {
 }
 
 // decodeArgs reads the body of filter and prioritize.
-func decodeArgs(body io.Reader) (*extenderv1.ExtenderArgs, error) {
+func decodeArgs(body []byte) (*extenderv1.ExtenderArgs, error) {
 	var args extenderv1.ExtenderArgs
 	if err := decodeJSON(body, &args, "ExtenderArgs"); err != nil {
 		return nil, err
@@ -246,7 +239,7 @@ func decodeArgs(body io.Reader) (*extenderv1.ExtenderArgs, error) {
 }
 
 // decodePreemptionArgs reads the body of preempt.
-func decodePreemptionArgs(body io.Reader) (*extenderv1.ExtenderPreemptionArgs, error) {
+func decodePreemptionArgs(body []byte) (*extenderv1.ExtenderPreemptionArgs, error) {
 	var args extenderv1.ExtenderPreemptionArgs
 	if err := decodeJSON(body, &args, "ExtenderPreemptionArgs"); err != nil {
 		return nil, err
@@ -258,7 +251,7 @@ func decodePreemptionArgs(body io.Reader) (*extenderv1.ExtenderPreemptionArgs, e
 }
 
 // decodeBindingArgs reads the body of bind.
-func decodeBindingArgs(body io.Reader) (*extenderv1.ExtenderBindingArgs, error) {
+func decodeBindingArgs(body []byte) (*extenderv1.ExtenderBindingArgs, error) {
 	var args extenderv1.ExtenderBindingArgs
 	if err := decodeJSON(body, &args, "ExtenderBindingArgs"); err != nil {
 		return nil, err

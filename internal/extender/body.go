@@ -1,0 +1,50 @@
+package extender
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+)
+
+// maxPooledBody is the largest buffer kept for reuse: enough for the node
+// names of any cluster, while a rare multi-megabyte body of full Node
+// objects is left to the garbage collector.
+const maxPooledBody = 4 << 20
+
+// bodyBuffers recycles the buffers request bodies are read into. Reading a
+// body whole with io.ReadAll grows a fresh buffer by doubling, a third of
+// the bytes a filter call allocated; a recycled buffer of the right size
+// costs nothing. Reuse is safe because goccy/go-json copies its input
+// before decoding: nothing decoded points into the buffer.
+type bodyBuffers struct {
+	pool sync.Pool // of *bytes.Buffer
+}
+
+// decode reads body whole (size is its Content-Length, -1 if unknown; limit
+// the most that will be read) into a recycled buffer and decodes it.
+func decode[A any](b *bodyBuffers, body io.Reader, size, limit int64, decode func([]byte) (*A, error)) (*A, error) {
+	buf, _ := b.pool.Get().(*bytes.Buffer)
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
+	defer func() {
+		if buf.Cap() <= maxPooledBody {
+			buf.Reset()
+			b.pool.Put(buf)
+		}
+	}()
+	if size > 0 && size <= limit {
+		// One allocation at most; ReadFrom wants MinRead bytes free to see EOF.
+		buf.Grow(int(size) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(body); err != nil {
+		if errors.As(err, new(*http.MaxBytesError)) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("reading the request body: %w", err)
+	}
+	return decode(buf.Bytes())
+}
