@@ -125,11 +125,9 @@ func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.Exten
 		FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{},
 	}
 	names := candidateNames(args)
-	kept := make([]int, 0, len(names))
-	for i, name := range names {
+	for _, name := range names {
 		cs, ok := byNode[name]
 		if !ok {
-			kept = append(kept, i)
 			continue
 		}
 		resolvable := true
@@ -156,16 +154,24 @@ func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.Exten
 		"unresolvable": len(result.FailedAndUnresolvableNodes),
 	}).Debug("filter")
 
+	// The kept candidates, in the scheduler's order. A second pass over the
+	// names (byNode holds a handful of nodes) spares a list of indexes as
+	// long as the candidates.
+	kept := max(len(names)-len(result.FailedNodes)-len(result.FailedAndUnresolvableNodes), 0)
 	if args.NodeNames != nil {
-		out := make([]string, len(kept))
-		for j, i := range kept {
-			out[j] = names[i]
+		out := make([]string, 0, kept)
+		for _, name := range names {
+			if _, ok := byNode[name]; !ok {
+				out = append(out, name)
+			}
 		}
 		result.NodeNames = &out
 	} else if args.Nodes != nil {
-		items := make([]v1.Node, len(kept))
-		for j, i := range kept {
-			items[j] = args.Nodes.Items[i]
+		items := make([]v1.Node, 0, kept)
+		for i, name := range names {
+			if _, ok := byNode[name]; !ok {
+				items = append(items, args.Nodes.Items[i])
+			}
 		}
 		result.Nodes = &v1.NodeList{Items: items}
 	}
