@@ -115,9 +115,12 @@ func (d *Decider) bindSubject(ctx context.Context, pol *policy.Policy, args *ext
 	}
 	pod := placement.PodFromObject(obj)
 	pod.Node = ""
-	keys, err := pol.PeerKeys(ctx, pod)
+	keys, facts, err := pol.Describe(ctx, pod)
 	if err != nil {
 		return nil, nil, err
+	}
+	if facts != nil {
+		pod.Facts = facts
 	}
 	return pod, keys, nil
 }

@@ -160,9 +160,12 @@ func (d *Decider) lookup(ctx context.Context, pod *v1.Pod, wait bool) (*subject,
 	// The pending pod is not bound; its node (if the request carries a stale
 	// one) must not make it look placed.
 	s.pod.Node = ""
-	keys, err := pol.PeerKeys(ctx, s.pod)
+	keys, facts, err := pol.Describe(ctx, s.pod)
 	if err != nil {
 		return nil, err
+	}
+	if facts != nil {
+		s.pod.Facts = facts // s.pod is ours: built from the request above
 	}
 	s.keys = keys
 	if len(keys) == 0 {

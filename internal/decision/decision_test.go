@@ -100,7 +100,7 @@ func newDecider(t testing.TB, bound []*placement.Pod, reg prometheus.Registerer)
 	client := fake.NewClientset(objs...)
 	pol := defaultPolicy(t)
 	log, _ := logtest.NewNullLogger()
-	cache, err := placement.New(client, pol.PeerKeys, log)
+	cache, err := placement.New(client, policy.Describer(func() *policy.Policy { return pol }), log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,7 +127,7 @@ func Explain(ctx context.Context, pod *corev1.Pod, opts Options) (*Report, error
 	pol := opts.Policy
 
 	ctx, cancel := context.WithCancel(ctx)
-	cache, err := placement.New(opts.Client, pol.PeerKeys, opts.Log.WithField("component", "placement"))
+	cache, err := placement.New(opts.Client, policy.Describer(func() *policy.Policy { return pol }), opts.Log.WithField("component", "placement"))
 	if err != nil {
 		cancel()
 		return nil, err

@@ -79,9 +79,7 @@ func benchHandler(b *testing.B, nodes, pods int) (http.Handler, []byte) {
 	}
 	active.Store(pol)
 	log, _ := logtest.NewNullLogger()
-	cache, err := placement.New(fake.NewClientset(objs...), func(ctx context.Context, p *placement.Pod) ([]string, error) {
-		return pol.PeerKeys(ctx, p)
-	}, log)
+	cache, err := placement.New(fake.NewClientset(objs...), policy.Describer(active.Load), log)
 	if err != nil {
 		b.Fatal(err)
 	}

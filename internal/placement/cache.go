@@ -23,8 +23,9 @@ import (
 
 // KeyFunc returns the groups a pod belongs to. Two pods are peers when they
 // share a group. A pod with no group is of no interest to any policy and is
-// not indexed.
-type KeyFunc func(ctx context.Context, pod *Pod) ([]string, error)
+// not indexed. facts, opaque to the cache, is kept with the pod (Pod.Facts):
+// what the policy worked out once per pod version instead of per request.
+type KeyFunc func(ctx context.Context, pod *Pod) (keys []string, facts any, err error)
 
 // boundPods selects the pods that occupy a node: bound and not finished. A pod
 // leaving this selection (it succeeded or failed) arrives as a delete event.
@@ -279,12 +280,14 @@ func (c *Cache) upsertLocked(ctx context.Context, obj *podRecord) {
 	pod := obj.pod()
 	if obj.NodeName != "" && !obj.terminal() {
 		var err error
-		keys, err = (*c.keyFunc.Load())(ctx, pod)
+		// pod is not shared yet: setting Facts keeps Pod values immutable
+		// once published.
+		keys, pod.Facts, err = (*c.keyFunc.Load())(ctx, pod)
 		if err != nil {
 			// The pod is kept out of the index: the policy cannot say which
 			// rules concern it. Logged loudly because it weakens decisions.
 			c.log.WithError(err).WithField("pod", name).Error("computing peer keys; pod not indexed")
-			keys = nil
+			keys, pod.Facts = nil, nil
 		}
 	}
 	c.mu.Lock()

@@ -32,26 +32,27 @@ const (
 	nameLabel      = "app.kubernetes.io/name"
 )
 
-// byInstance groups pods by their instance label, namespace-qualified.
-func byInstance(_ context.Context, p *Pod) ([]string, error) {
+// byInstance groups pods by their instance label, namespace-qualified; its
+// facts are the pod's role.
+func byInstance(_ context.Context, p *Pod) ([]string, any, error) {
 	inst := p.Labels[instanceLabel]
 	if inst == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return []string{p.Namespace + "/" + inst}, nil
+	return []string{p.Namespace + "/" + inst}, "role=" + p.Labels[componentLabel], nil
 }
 
 // byInstanceAndRole puts a pod in two groups: its instance, and its role
 // within that instance.
-func byInstanceAndRole(ctx context.Context, p *Pod) ([]string, error) {
-	keys, _ := byInstance(ctx, p)
+func byInstanceAndRole(ctx context.Context, p *Pod) ([]string, any, error) {
+	keys, facts, _ := byInstance(ctx, p)
 	if len(keys) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if role := p.Labels[componentLabel]; role != "" {
 		keys = append(keys, keys[0]+"/"+role)
 	}
-	return keys, nil
+	return keys, facts, nil
 }
 
 type podOpt func(*corev1.Pod)
@@ -235,8 +236,8 @@ func TestCachePodView(t *testing.T) {
 		newPod("shop", "cache-0", labels, onNode("node-1"), withPriority(1000)),
 		newPod("shop", "cache-1", labels, onNode("node-2")))
 	want := []*Pod{
-		{Namespace: "shop", Name: "cache-0", UID: "uid-cache-0", Labels: labels, Priority: 1000, Node: "node-1", Phase: corev1.PodRunning},
-		{Namespace: "shop", Name: "cache-1", UID: "uid-cache-1", Labels: labels, Priority: 0, Node: "node-2", Phase: corev1.PodRunning},
+		{Namespace: "shop", Name: "cache-0", UID: "uid-cache-0", Labels: labels, Priority: 1000, Node: "node-1", Phase: corev1.PodRunning, Facts: "role=master"},
+		{Namespace: "shop", Name: "cache-1", UID: "uid-cache-1", Labels: labels, Priority: 0, Node: "node-2", Phase: corev1.PodRunning, Facts: "role=master"},
 	}
 	if diff := cmp.Diff(want, c.Peers([]string{"shop/cache"}, "")); diff != "" {
 		t.Errorf("Peers() mismatch (-want +got):\n%s", diff)
@@ -460,9 +461,9 @@ func TestCacheEvents(t *testing.T) {
 
 func TestCacheKeyFuncError(t *testing.T) {
 	errBad := errors.New("policy exploded")
-	keys := func(ctx context.Context, p *Pod) ([]string, error) {
+	keys := func(ctx context.Context, p *Pod) ([]string, any, error) {
 		if p.Labels["bad"] == "true" {
-			return []string{"must-not-be-used"}, errBad
+			return []string{"must-not-be-used"}, "must-not-be-kept", errBad
 		}
 		return byInstance(ctx, p)
 	}
@@ -499,14 +500,58 @@ func TestCacheKeyFuncError(t *testing.T) {
 	}
 }
 
+// The KeyFunc's facts stay with the indexed pod, follow label changes and
+// policy changes, and are dropped with the keys when the KeyFunc fails.
+func TestCacheKeepsFacts(t *testing.T) {
+	ctx := context.Background()
+	c, client := startCache(t, byInstance, nil,
+		newPod("shop", "cache-0", redis("cache", "master"), onNode("node-1")),
+		newPod("shop", "cache-1", redis("cache", "replica"), onNode("node-2")))
+	facts := func() map[string]any {
+		got := map[string]any{}
+		for _, p := range c.Peers([]string{"shop/cache"}, "") {
+			got[p.Name] = p.Facts
+		}
+		return got
+	}
+	if diff := cmp.Diff(map[string]any{"cache-0": "role=master", "cache-1": "role=replica"}, facts()); diff != "" {
+		t.Errorf("facts after sync mismatch (-want +got):\n%s", diff)
+	}
+
+	// Failover: the replica is relabelled master.
+	p, err := client.CoreV1().Pods("shop").Get(ctx, "cache-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Labels = redis("cache", "master")
+	if _, err := client.CoreV1().Pods("shop").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, c, client)
+	if diff := cmp.Diff(map[string]any{"cache-0": "role=master", "cache-1": "role=master"}, facts()); diff != "" {
+		t.Errorf("facts after relabel mismatch (-want +got):\n%s", diff)
+	}
+
+	c.SetKeyFunc(ctx, func(ctx context.Context, p *Pod) ([]string, any, error) {
+		keys, _, err := byInstance(ctx, p)
+		if p.Name == "cache-1" {
+			return keys, "v2", errors.New("boom")
+		}
+		return keys, "v2", err
+	})
+	if diff := cmp.Diff(map[string]any{"cache-0": "v2"}, facts()); diff != "" {
+		t.Errorf("facts after SetKeyFunc mismatch (-want +got):\n%s", diff)
+	}
+}
+
 // A pod already indexed whose keys now fail is removed from the index.
 func TestCacheKeyFuncErrorUnindexes(t *testing.T) {
 	c, client := startCache(t, byInstance, nil,
 		newPod("shop", "cache-0", redis("cache", "master"), onNode("node-1")),
 		newPod("shop", "cache-1", redis("cache", "replica"), onNode("node-2")))
-	c.SetKeyFunc(context.Background(), func(ctx context.Context, p *Pod) ([]string, error) {
+	c.SetKeyFunc(context.Background(), func(ctx context.Context, p *Pod) ([]string, any, error) {
 		if p.Name == "cache-1" {
-			return nil, errors.New("boom")
+			return nil, nil, errors.New("boom")
 		}
 		return byInstance(ctx, p)
 	})
@@ -532,14 +577,14 @@ func TestCacheSetKeyFunc(t *testing.T) {
 		mu    sync.Mutex
 		calls []string
 	)
-	byName := func(_ context.Context, p *Pod) ([]string, error) {
+	byName := func(_ context.Context, p *Pod) ([]string, any, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls = append(calls, p.Namespace+"/"+p.Name)
 		if n := p.Labels[nameLabel]; n != "" {
-			return []string{"app/" + n}, nil
+			return []string{"app/" + n}, nil, nil
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
 	c.SetKeyFunc(context.Background(), byName)
 

@@ -16,7 +16,7 @@ import (
 // pending returns the policy view of a pending pod of shop/<instance>.
 func pending(name, instance string) (*Pod, []string) {
 	p := PodFromObject(newPod("shop", name, redis(instance, "master")))
-	keys, _ := byInstance(context.Background(), p)
+	keys, _, _ := byInstance(context.Background(), p)
 	return p, keys
 }
 
@@ -188,7 +188,7 @@ func TestDeleteEndsFlight(t *testing.T) {
 	c, client := startCache(t, byInstance, nil)
 	obj := newPod("shop", "cache-0", redis("cache", "master"))
 	a := PodFromObject(obj)
-	keys, _ := byInstance(context.Background(), a)
+	keys, _, _ := byInstance(context.Background(), a)
 	if _, err := client.CoreV1().Pods("shop").Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

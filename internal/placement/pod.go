@@ -24,6 +24,9 @@ type Pod struct {
 	// Node is the node the pod is bound to; empty for a pending pod.
 	Node  string
 	Phase corev1.PodPhase
+	// Facts is what the policy said of this pod when it was grouped (the
+	// KeyFunc's facts), handed back to the policy with the pod; opaque here.
+	Facts any
 }
 
 // PodFromObject returns the policy view of a Kubernetes pod.

@@ -30,12 +30,57 @@ type Penalty struct {
 
 // PeerKeys evaluates the groups pod belongs to.
 func (p *Policy) PeerKeys(ctx context.Context, pod *placement.Pod) ([]string, error) {
-	v, err := eval(ctx, p.keys, podInput(pod))
+	v, err := eval(ctx, p.keys, podInput(p, pod))
 	if err != nil {
 		return nil, fmt.Errorf("evaluating %s: %w", PeerKeysRule, err)
 	}
+	return decodeKeys(v)
+}
+
+// Describe evaluates the groups pod belongs to and, when the policy defines
+// them, its facts, in one pass. Facts are nil for a pod in no group (it is
+// never anyone's peer) or when the policy has no facts rule.
+func (p *Policy) Describe(ctx context.Context, pod *placement.Pod) ([]string, *Facts, error) {
+	if p.describe == nil {
+		keys, err := p.PeerKeys(ctx, pod)
+		return keys, nil, err
+	}
+	v, err := eval(ctx, *p.describe, podInput(p, pod))
+	if err != nil {
+		return nil, nil, fmt.Errorf("evaluating %s and %s: %w", PeerKeysRule, FactsRule, err)
+	}
+	arr, ok := v.(*ast.Array)
+	if v == nil || !ok || arr.Len() != 2 {
+		// Undefined keys or facts: fall back to keys alone, as without facts.
+		keys, err := p.PeerKeys(ctx, pod)
+		return keys, nil, err
+	}
+	keys, err := decodeKeys(arr.Elem(0).Value)
+	if err != nil || len(keys) == 0 {
+		return keys, nil, err
+	}
+	facts, err := newFacts(p, arr.Elem(1).Value)
+	if err != nil {
+		return nil, nil, err
+	}
+	return keys, facts, nil
+}
+
+// Describer adapts Describe to the placement cache's KeyFunc, for the
+// policy that current gives at each call.
+func Describer(current func() *Policy) func(context.Context, *placement.Pod) ([]string, any, error) {
+	return func(ctx context.Context, pod *placement.Pod) ([]string, any, error) {
+		keys, facts, err := current().Describe(ctx, pod)
+		if facts == nil {
+			return keys, nil, err // no typed nil in the interface
+		}
+		return keys, facts, err
+	}
+}
+
+func decodeKeys(v ast.Value) ([]string, error) {
 	var keys []string
-	err = forEach(v, func(t *ast.Term) error {
+	err := forEach(v, func(t *ast.Term) error {
 		s, ok := t.Value.(ast.String)
 		if !ok {
 			return fmt.Errorf("%s: key %v is not a string", PeerKeysRule, t)
@@ -48,7 +93,7 @@ func (p *Policy) PeerKeys(ctx context.Context, pod *placement.Pod) ([]string, er
 
 // Conflicts evaluates the hard rules between the pending pod and its peers.
 func (p *Policy) Conflicts(ctx context.Context, in *Input) ([]Conflict, error) {
-	v, err := eval(ctx, p.conflicts, in.value())
+	v, err := eval(ctx, p.conflicts, in.value(p))
 	if err != nil {
 		return nil, fmt.Errorf("evaluating %s: %w", ConflictsRule, err)
 	}
@@ -58,7 +103,7 @@ func (p *Policy) Conflicts(ctx context.Context, in *Input) ([]Conflict, error) {
 // Judge evaluates the hard and the soft rules in one pass, cheaper than
 // Conflicts and Penalties apart: both start from matching the peers.
 func (p *Policy) Judge(ctx context.Context, in *Input) ([]Conflict, []Penalty, error) {
-	v, err := eval(ctx, p.both, in.value())
+	v, err := eval(ctx, p.both, in.value(p))
 	if err != nil {
 		return nil, nil, fmt.Errorf("evaluating %s and %s: %w", ConflictsRule, PenaltiesRule, err)
 	}
@@ -100,7 +145,7 @@ func decodeConflicts(v ast.Value) ([]Conflict, error) {
 
 // Penalties evaluates the soft rules between the pending pod and its peers.
 func (p *Policy) Penalties(ctx context.Context, in *Input) ([]Penalty, error) {
-	v, err := eval(ctx, p.penalties, in.value())
+	v, err := eval(ctx, p.penalties, in.value(p))
 	if err != nil {
 		return nil, fmt.Errorf("evaluating %s: %w", PenaltiesRule, err)
 	}
@@ -140,7 +185,7 @@ func (p *Policy) Protected(ctx context.Context, pod *placement.Pod) (bool, error
 	if p.protected == nil {
 		return false, nil
 	}
-	v, err := eval(ctx, *p.protected, podInput(pod))
+	v, err := eval(ctx, *p.protected, podInput(p, pod))
 	if err != nil {
 		return false, fmt.Errorf("evaluating %s: %w", ProtectedRule, err)
 	}
@@ -162,6 +207,15 @@ func (p *Policy) smokeTest(ctx context.Context) error {
 	peer := &placement.Pod{Namespace: "default", Name: "sample-1", UID: "sample-1", Labels: labels, Node: "node-0"}
 	if _, err := p.PeerKeys(ctx, pod); err != nil {
 		return err
+	}
+	for _, x := range []*placement.Pod{pod, peer} {
+		_, facts, err := p.Describe(ctx, x)
+		if err != nil {
+			return err
+		}
+		if facts != nil {
+			x.Facts = facts
+		}
 	}
 	in := &Input{Pod: pod, Peers: []*placement.Pod{peer}, Nodes: map[string]map[string]string{"node-0": {}}}
 	if _, err := p.Conflicts(ctx, in); err != nil {

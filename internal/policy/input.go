@@ -16,12 +16,12 @@ type Input struct {
 	Nodes map[string]map[string]string
 }
 
-// value builds input as a Rego value directly: cheaper than encoding JSON
-// and having OPA parse it again.
-func (in *Input) value() ast.Value {
+// value builds input for pol as a Rego value directly: cheaper than
+// encoding JSON and having OPA parse it again.
+func (in *Input) value(pol *Policy) ast.Value {
 	peers := make([]*ast.Term, len(in.Peers))
 	for i, p := range in.Peers {
-		peers[i] = podTerm(p)
+		peers[i] = podTerm(pol, p)
 	}
 	nodes := ast.NewObject()
 	for name, labels := range in.Nodes {
@@ -29,20 +29,21 @@ func (in *Input) value() ast.Value {
 			ast.Item(ast.StringTerm("labels"), labelsTerm(labels))))
 	}
 	return ast.NewObject(
-		ast.Item(ast.StringTerm("pod"), podTerm(in.Pod)),
+		ast.Item(ast.StringTerm("pod"), podTerm(pol, in.Pod)),
 		ast.Item(ast.StringTerm("peers"), ast.ArrayTerm(peers...)),
 		ast.Item(ast.StringTerm("nodes"), ast.NewTerm(nodes)),
 	)
 }
 
-func podInput(p *placement.Pod) ast.Value {
-	return ast.NewObject(ast.Item(ast.StringTerm("pod"), podTerm(p)))
+func podInput(pol *Policy, p *placement.Pod) ast.Value {
+	return ast.NewObject(ast.Item(ast.StringTerm("pod"), podTerm(pol, p)))
 }
 
 // podTerm is the documented pod shape: name, namespace, uid, labels,
-// priority and node ("" while pending).
-func podTerm(p *placement.Pod) *ast.Term {
-	return ast.ObjectTerm(
+// priority, node ("" while pending) and, when pol computed them, facts.
+func podTerm(pol *Policy, p *placement.Pod) *ast.Term {
+	items := make([][2]*ast.Term, 0, 7)
+	items = append(items,
 		ast.Item(ast.StringTerm("name"), ast.StringTerm(p.Name)),
 		ast.Item(ast.StringTerm("namespace"), ast.StringTerm(p.Namespace)),
 		ast.Item(ast.StringTerm("uid"), ast.StringTerm(string(p.UID))),
@@ -50,6 +51,14 @@ func podTerm(p *placement.Pod) *ast.Term {
 		ast.Item(ast.StringTerm("priority"), ast.IntNumberTerm(int(p.Priority))),
 		ast.Item(ast.StringTerm("node"), ast.StringTerm(p.Node)),
 	)
+	if f, ok := p.Facts.(*Facts); ok && f.policy == pol {
+		// Facts are ours (packed by Describe): a failure to unpack is a bug,
+		// and leaving them out still gives the right answer, from labels.
+		if t, err := f.term(); err == nil {
+			items = append(items, ast.Item(ast.StringTerm("facts"), t))
+		}
+	}
+	return ast.ObjectTerm(items...)
 }
 
 func labelsTerm(labels map[string]string) *ast.Term {

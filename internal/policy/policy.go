@@ -2,16 +2,24 @@
 // once, and evaluates them per request with inputs built straight as Rego
 // values (no JSON round trip).
 //
-// A bundle must define three rules and may define a fourth (see rego/ for the
+// A bundle must define three rules and may define two more (see rego/ for the
 // default policy):
 //
 //	data.regosched.peer_keys            input {pod}              set of group keys
 //	data.regosched.filter.conflicts     input {pod, peers, nodes} set of {node, rule, reason, peer}
 //	data.regosched.prioritize.penalties input {pod, peers, nodes} set of {topology_key, value, weight, rule, peer}
 //	data.regosched.preemption.protected input {pod}              true: never evict this pod (optional)
+//	data.regosched.facts                input {pod}              any value (optional)
 //
 // Rego looks only at the pending pod and its peers; the arithmetic over
 // candidate nodes is done in Go by the callers.
+//
+// facts is evaluated with peer_keys, once per version of a bound pod (when
+// the placement cache indexes it) and once per request for the pending pod;
+// its value comes back as pod.facts of that pod in every later input under
+// the same policy. It lets the rules read what they would otherwise work out
+// from labels again for every peer of every request. A pod without facts
+// (none defined, or computed under another policy) has no pod.facts field.
 package policy
 
 import (
@@ -38,6 +46,8 @@ const (
 	PenaltiesRule = "data.regosched.prioritize.penalties"
 	// ProtectedRule is optional: without it no pod is protected from preemption.
 	ProtectedRule = "data.regosched.preemption.protected"
+	// FactsRule is optional: without it inputs carry no pod.facts.
+	FactsRule = "data.regosched.facts"
 )
 
 // Policy is a compiled bundle, ready to evaluate. It is immutable and safe for
@@ -51,6 +61,9 @@ type Policy struct {
 	// work of matching the peers, which dominates.
 	both      rego.PreparedEvalQuery
 	protected *rego.PreparedEvalQuery // nil when the bundle has no such rule
+	// describe evaluates peer_keys and facts in one pass; nil when the
+	// bundle defines no facts.
+	describe *rego.PreparedEvalQuery
 }
 
 // Compile compiles b, prepares its entry points and evaluates each once on a
@@ -101,6 +114,13 @@ func Compile(ctx context.Context, b *bundle.Bundle) (*Policy, error) {
 	var err error
 	if p.both, err = prepare(ctx, compiler, store, both); err != nil {
 		return nil, fmt.Errorf("preparing %s and %s: %w", ConflictsRule, PenaltiesRule, err)
+	}
+	if facts := ast.MustParseRef(FactsRule); len(compiler.GetRules(facts)) > 0 {
+		describe, err := prepare(ctx, compiler, store, ast.ArrayTerm(ast.NewTerm(ast.MustParseRef(PeerKeysRule)), ast.NewTerm(facts)))
+		if err != nil {
+			return nil, fmt.Errorf("preparing %s and %s: %w", PeerKeysRule, FactsRule, err)
+		}
+		p.describe = &describe
 	}
 	if err := p.smokeTest(ctx); err != nil {
 		return nil, fmt.Errorf("evaluating policy on a sample pod: %w", err)

@@ -246,15 +246,18 @@ func TestConflictsDefaultPolicy(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := p.Conflicts(context.Background(), tt.in)
-			if err != nil {
-				t.Fatalf("Conflicts() error = %v", err)
-			}
-			if diff := gocmp.Diff(sortConflicts(tt.want), sortConflicts(got)); diff != "" {
-				t.Errorf("Conflicts() mismatch (-want +got):\n%s", diff)
-			}
-		})
+		// The same answers whether the rules read labels or given facts.
+		for mode, in := range map[string]*Input{"labels": tt.in, "facts": withFacts(t, p, tt.in)} {
+			t.Run(tt.name+"/"+mode, func(t *testing.T) {
+				got, err := p.Conflicts(context.Background(), in)
+				if err != nil {
+					t.Fatalf("Conflicts() error = %v", err)
+				}
+				if diff := gocmp.Diff(sortConflicts(tt.want), sortConflicts(got)); diff != "" {
+					t.Errorf("Conflicts() mismatch (-want +got):\n%s", diff)
+				}
+			})
+		}
 	}
 }
 
@@ -337,15 +340,18 @@ func TestPenaltiesDefaultPolicy(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := p.Penalties(context.Background(), tt.in)
-			if err != nil {
-				t.Fatalf("Penalties() error = %v", err)
-			}
-			if diff := gocmp.Diff(sortPenalties(tt.want), sortPenalties(got)); diff != "" {
-				t.Errorf("Penalties() mismatch (-want +got):\n%s", diff)
-			}
-		})
+		// The same answers whether the rules read labels or given facts.
+		for mode, in := range map[string]*Input{"labels": tt.in, "facts": withFacts(t, p, tt.in)} {
+			t.Run(tt.name+"/"+mode, func(t *testing.T) {
+				got, err := p.Penalties(context.Background(), in)
+				if err != nil {
+					t.Fatalf("Penalties() error = %v", err)
+				}
+				if diff := gocmp.Diff(sortPenalties(tt.want), sortPenalties(got)); diff != "" {
+					t.Errorf("Penalties() mismatch (-want +got):\n%s", diff)
+				}
+			})
+		}
 	}
 }
 
@@ -556,7 +562,7 @@ func BenchmarkPenalties(b *testing.B) {
 }
 
 // TestJudgeEqualsConflictsAndPenalties: the one-pass evaluation answers
-// exactly what the two rules answer apart.
+// exactly what the two rules answer apart, with or without facts.
 func TestJudgeEqualsConflictsAndPenalties(t *testing.T) {
 	p := mustDefaultPolicy(t)
 	ctx := context.Background()
@@ -582,16 +588,72 @@ func TestJudgeEqualsConflictsAndPenalties(t *testing.T) {
 	if diff := gocmp.Diff(wantP, gotP); diff != "" {
 		t.Errorf("Judge() penalties mismatch (-want +got):\n%s", diff)
 	}
+	// Facts only save work: the same answers as from labels.
+	gotC, gotP, err = p.Judge(ctx, withFacts(t, p, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := gocmp.Diff(wantC, gotC); diff != "" {
+		t.Errorf("Judge() with facts: conflicts mismatch (-want +got):\n%s", diff)
+	}
+	if diff := gocmp.Diff(wantP, gotP); diff != "" {
+		t.Errorf("Judge() with facts: penalties mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// withFacts is in with each pod carrying the facts p gives it (none for a
+// pod in no group), as the placement cache (peers) and the decider (pending
+// pod) hand them over.
+func withFacts(tb testing.TB, p *Policy, in *Input) *Input {
+	tb.Helper()
+	described := func(pod *placement.Pod) *placement.Pod {
+		_, facts, err := p.Describe(context.Background(), pod)
+		if err != nil {
+			tb.Fatalf("Describe(%s) error = %v", pod.Key(), err)
+		}
+		c := *pod
+		if facts != nil {
+			c.Facts = facts
+		}
+		return &c
+	}
+	out := &Input{Pod: described(in.Pod), Nodes: in.Nodes}
+	for _, peer := range in.Peers {
+		out.Peers = append(out.Peers, described(peer))
+	}
+	return out
 }
 
 func BenchmarkJudge(b *testing.B) {
 	p := mustDefaultPolicy(b)
 	ctx := context.Background()
+	for _, bc := range []struct {
+		name string
+		in   *Input
+	}{
+		{"facts=labels", redisCluster()},
+		{"facts=given", withFacts(b, p, redisCluster())},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := p.Judge(ctx, bc.in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkDescribe(b *testing.B) {
+	p := mustDefaultPolicy(b)
+	ctx := context.Background()
 	in := redisCluster()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := p.Judge(ctx, in); err != nil {
-			b.Fatal(err)
+		keys, facts, err := p.Describe(ctx, in.Pod)
+		if err != nil || len(keys) != 1 || facts == nil {
+			b.Fatalf("Describe() = %v, %v, %v", keys, facts, err)
 		}
 	}
 }

@@ -115,9 +115,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	active.Store(pol.Policy)
 
-	keys := func(ctx context.Context, p *placement.Pod) ([]string, error) {
-		return active.Load().PeerKeys(ctx, p)
-	}
+	keys := policy.Describer(active.Load)
 	cache, err := placement.New(client, keys, log.WithField("component", "placement"))
 	if err != nil {
 		return err

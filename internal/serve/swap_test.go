@@ -114,7 +114,7 @@ func TestPolicySwapUnderLoad(t *testing.T) {
 	}
 	active.Store(compiled["with-masters"])
 	log, _ := logtest.NewNullLogger()
-	keys := func(ctx context.Context, p *placement.Pod) ([]string, error) { return active.Load().PeerKeys(ctx, p) }
+	keys := policy.Describer(active.Load)
 	redis := func(name, shard, node string) *corev1.Pod {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{

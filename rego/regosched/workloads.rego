@@ -47,7 +47,15 @@ entries(pod) := {name: m |
 	m := member(pod, name)
 }
 
-pod_entries := entries(input.pod)
+# Entry name -> member facts of a pod: the facts regosched passes in pod.facts
+# (what data.regosched.facts answered for this very pod under this policy,
+# computed once per pod version rather than per request), else worked out
+# from the labels.
+facts_of(pod) := f if {
+	f := pod.facts
+} else := entries(pod)
+
+pod_entries := facts_of(input.pod)
 
 # Entry name -> rule kind -> rules whose "role" input.pod has.
 pod_rules := {name: {kind: rules |
@@ -58,23 +66,16 @@ pod_rules := {name: {kind: rules |
 }
 
 # [peer, entry name, peer facts] per input peer that is another bound pod of
-# the same entry, namespace and cluster. Only input.peers is walked; inlined
-# (no member() call) as this is the per-peer hot path.
+# the same entry, namespace and cluster. Only input.peers is walked.
 peers := [[peer, name, theirs] |
 	some peer in input.peers
 	peer.namespace == input.pod.namespace
 	peer.node != ""
 	peer.uid != input.pod.uid
+	known := facts_of(peer)
 	some name, mine in pod_entries
-	entry := config.workloads[name]
-	peer.labels[entry.cluster_label] == mine.cluster
-	matches(peer.labels, entry)
-	theirs := {
-		"kind": mine.kind,
-		"cluster": mine.cluster,
-		"shard": object.get(peer.labels, object.get(entry, "shard_label", ""), ""),
-		"roles": roles(peer.labels, entry),
-	}
+	theirs := known[name]
+	theirs.cluster == mine.cluster
 ]
 
 # [peer, rule, peer facts] for each rule of kind that holds between input.pod

@@ -78,3 +78,23 @@ test_peers_only_same_namespace_cluster_bound_others if {
 	got := workloads.peers with input as {"pod": f.pending("m", f.redis("cache", "master")), "peers": peers}
 	[[peer.uid, name] | some [peer, name, _] in got] == [["u1", "redis"]]
 }
+
+# Facts given with a pod (pod.facts) are used instead of its labels: here
+# they say master where the labels say replica (as after a failover the
+# informer has not yet reported), and the answer follows the facts.
+test_given_facts_win_over_labels if {
+	master_facts := {"redis": {"kind": "redis", "cluster": "cache", "shard": "", "roles": {"*", "master"}}}
+	peer := object.union(f.pod("a", "shop", "u1", "node-1", f.redis("cache", "replica")), {"facts": master_facts})
+	pod := object.union(f.pending("m", {}), {"facts": master_facts})
+	got := workloads.applying("separate") with input as {"pod": pod, "peers": [peer]}
+	[[p.uid, rule.name] | some [p, rule, _] in got] == [["u1", "redis-masters"]]
+}
+
+# Peers with and without facts mix: each is judged from what it carries.
+test_peers_with_and_without_facts if {
+	labels := f.redis("cache", "replica")
+	described := object.union(f.pod("a", "shop", "u1", "node-1", labels), {"facts": workloads.entries({"labels": labels})})
+	plain := f.pod("b", "shop", "u2", "node-2", labels)
+	got := workloads.peers with input as {"pod": f.pending("m", f.redis("cache", "master")), "peers": [described, plain]}
+	[[p.uid, name, theirs.roles] | some [p, name, theirs] in got] == [["u1", "redis", {"*", "replica"}], ["u2", "redis", {"*", "replica"}]]
+}
