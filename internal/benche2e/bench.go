@@ -101,6 +101,10 @@ func Run(ctx context.Context, opts Options) error {
 	// limit as the scheduler.
 	extArgs := []string{"--log-level=info"}
 	if opts.ProfileDir != "" {
+		// Made up front: failing to write profiles after the run would waste it.
+		if err := os.MkdirAll(opts.ProfileDir, 0o755); err != nil {
+			return fmt.Errorf("profile folder: %w", err)
+		}
 		extArgs = append(extArgs, "--profiling")
 	}
 	if opts.ClientQPS > 0 {

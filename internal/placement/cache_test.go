@@ -90,7 +90,7 @@ func newNode(name string, labels map[string]string) *corev1.Node {
 
 // startCache runs a cache over a fake clientset holding objs, waits for its
 // initial sync, and stops it at the end of the test.
-func startCache(t *testing.T, keys KeyFunc, log logrus.FieldLogger, objs ...kruntime.Object) (*Cache, *fake.Clientset) {
+func startCache(t testing.TB, keys KeyFunc, log logrus.FieldLogger, objs ...kruntime.Object) (*Cache, *fake.Clientset) {
 	t.Helper()
 	if log == nil {
 		l, _ := logtest.NewNullLogger()
@@ -950,5 +950,26 @@ func BenchmarkPeers(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkNodeLabels is the per-candidate look-up prioritize makes for
+// topology penalties, over 5,000 known nodes.
+func BenchmarkNodeLabels(b *testing.B) {
+	const n = 5000
+	objs := make([]kruntime.Object, n)
+	names := make([]string, n)
+	for i := range objs {
+		names[i] = fmt.Sprintf("node-%05d", i)
+		objs[i] = newNode(names[i], map[string]string{"topology.kubernetes.io/zone": fmt.Sprint(i % 3)})
+	}
+	c, _ := startCache(b, byInstance, nil, objs...)
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, name := range names {
+			if _, ok := c.NodeLabels(name); !ok {
+				b.Fatalf("node %s unknown", name)
+			}
+		}
 	}
 }
