@@ -31,6 +31,11 @@ func TestCompileRejectsBrokenBundles(t *testing.T) {
 			"evaluating data.regosched.filter.conflicts",
 			"eval_conflict_error: rule data.regosched.filter.limit produced conflicting values",
 		}},
+		{"facts-conflict", []string{
+			"evaluating policy on a sample pod",
+			"evaluating data.regosched.peer_keys and data.regosched.facts",
+			"eval_conflict_error",
+		}},
 		{"non-string-keys", []string{
 			"evaluating policy on a sample pod",
 			"data.regosched.peer_keys: key 6 is not a string",
