@@ -34,21 +34,31 @@ func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs)
 		return extenderv1.HostPriorityList{}, nil
 	}
 
+	// A slice, not the map, in the loop over candidates: ranging over a map
+	// per candidate cost more than all the rest of the loop at 5,000 nodes.
+	type keyed struct {
+		key    string
+		values map[string]float64
+	}
+	keys := make([]keyed, 0, len(byKey))
+	for key, values := range byKey {
+		keys = append(keys, keyed{key, values})
+	}
 	names := candidateNames(args)
 	totals := make([]float64, len(names))
 	var highest float64
 	for i, name := range names {
 		var labels map[string]string
-		for key, values := range byKey {
-			if key == hostnameKey {
-				totals[i] += values[name]
+		for _, k := range keys {
+			if k.key == hostnameKey {
+				totals[i] += k.values[name]
 				continue
 			}
 			if labels == nil {
 				labels = d.nodeLabels(args, i, name)
 			}
-			if v, ok := labels[key]; ok {
-				totals[i] += values[v]
+			if v, ok := labels[k.key]; ok {
+				totals[i] += k.values[v]
 			}
 		}
 		highest = math.Max(highest, totals[i])
