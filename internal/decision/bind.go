@@ -119,8 +119,6 @@ func (d *Decider) bindSubject(ctx context.Context, pol *policy.Policy, args *ext
 	if err != nil {
 		return nil, nil, err
 	}
-	if facts != nil {
-		pod.Facts = facts
-	}
+	pod.Facts = facts
 	return pod, keys, nil
 }

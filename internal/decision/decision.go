@@ -160,14 +160,12 @@ func (d *Decider) lookup(ctx context.Context, pod *v1.Pod, wait bool) (*subject,
 	// The pending pod is not bound; its node (if the request carries a stale
 	// one) must not make it look placed.
 	s.pod.Node = ""
+	// s.pod is ours (built from the request above): setting Facts is safe.
 	keys, facts, err := pol.Describe(ctx, s.pod)
 	if err != nil {
 		return nil, err
 	}
-	if facts != nil {
-		s.pod.Facts = facts // s.pod is ours: built from the request above
-	}
-	s.keys = keys
+	s.keys, s.pod.Facts = keys, facts
 	if len(keys) == 0 {
 		return s, nil
 	}

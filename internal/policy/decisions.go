@@ -38,11 +38,13 @@ func (p *Policy) PeerKeys(ctx context.Context, pod *placement.Pod) ([]string, er
 }
 
 // Describe evaluates the groups pod belongs to and, when the policy defines
-// them, its facts, in one pass. Facts are nil for a pod in no group (it is
-// never anyone's peer) or when the policy has no facts rule.
-func (p *Policy) Describe(ctx context.Context, pod *placement.Pod) ([]string, *Facts, error) {
+// them, its facts, in one pass. facts is a *Facts to store as the pod's
+// placement.Pod.Facts, or nil (no typed nil: it is assigned as is) for a pod
+// in no group (it is never anyone's peer) or when the policy has no facts
+// rule.
+func (p *Policy) Describe(ctx context.Context, pod *placement.Pod) (keys []string, facts any, err error) {
 	if p.describe == nil {
-		keys, err := p.PeerKeys(ctx, pod)
+		keys, err = p.PeerKeys(ctx, pod)
 		return keys, nil, err
 	}
 	v, err := eval(ctx, *p.describe, podInput(p, pod))
@@ -52,29 +54,24 @@ func (p *Policy) Describe(ctx context.Context, pod *placement.Pod) ([]string, *F
 	arr, ok := v.(*ast.Array)
 	if v == nil || !ok || arr.Len() != 2 {
 		// Undefined keys or facts: fall back to keys alone, as without facts.
-		keys, err := p.PeerKeys(ctx, pod)
+		keys, err = p.PeerKeys(ctx, pod)
 		return keys, nil, err
 	}
-	keys, err := decodeKeys(arr.Elem(0).Value)
-	if err != nil || len(keys) == 0 {
+	if keys, err = decodeKeys(arr.Elem(0).Value); err != nil || len(keys) == 0 {
 		return keys, nil, err
 	}
-	facts, err := newFacts(p, arr.Elem(1).Value)
+	f, err := newFacts(p, arr.Elem(1).Value)
 	if err != nil {
 		return nil, nil, err
 	}
-	return keys, facts, nil
+	return keys, f, nil
 }
 
 // Describer adapts Describe to the placement cache's KeyFunc, for the
 // policy that current gives at each call.
 func Describer(current func() *Policy) func(context.Context, *placement.Pod) ([]string, any, error) {
 	return func(ctx context.Context, pod *placement.Pod) ([]string, any, error) {
-		keys, facts, err := current().Describe(ctx, pod)
-		if facts == nil {
-			return keys, nil, err // no typed nil in the interface
-		}
-		return keys, facts, err
+		return current().Describe(ctx, pod)
 	}
 }
 
@@ -209,12 +206,9 @@ func (p *Policy) smokeTest(ctx context.Context) error {
 		return err
 	}
 	for _, x := range []*placement.Pod{pod, peer} {
-		_, facts, err := p.Describe(ctx, x)
-		if err != nil {
+		var err error
+		if _, x.Facts, err = p.Describe(ctx, x); err != nil {
 			return err
-		}
-		if facts != nil {
-			x.Facts = facts
 		}
 	}
 	in := &Input{Pod: pod, Peers: []*placement.Pod{peer}, Nodes: map[string]map[string]string{"node-0": {}}}

@@ -80,10 +80,11 @@ func TestFactsHeap(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	for i := range keep {
 		_, f, err := p.Describe(context.Background(), pod)
-		if err != nil || f == nil {
-			t.Fatalf("Describe() = %v, %v", f, err)
+		facts, ok := f.(*Facts)
+		if err != nil || !ok {
+			t.Fatalf("Describe() = %v, %v; want *Facts", f, err)
 		}
-		keep[i] = f
+		keep[i] = facts
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -97,9 +98,10 @@ func TestFactsHeap(t *testing.T) {
 
 func BenchmarkFactsTerm(b *testing.B) {
 	p := mustDefaultPolicy(b)
-	_, f, err := p.Describe(context.Background(), redisCluster().Peers[0])
-	if err != nil {
-		b.Fatal(err)
+	_, v, err := p.Describe(context.Background(), redisCluster().Peers[0])
+	f, ok := v.(*Facts)
+	if err != nil || !ok {
+		b.Fatalf("Describe() = %v, %v; want *Facts", v, err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -138,9 +140,7 @@ func TestDescribe(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Describe(%s) error = %v", x.Name, err)
 		}
-		if facts != nil {
-			x.Facts = facts
-		}
+		x.Facts = facts
 		return x, keys
 	}
 	pending, keys := describe(p, pod("a", map[string]string{"app": "web", "tier": "front"}))

@@ -612,13 +612,10 @@ func TestJudgeEqualsConflictsAndPenalties(t *testing.T) {
 func withFacts(tb testing.TB, p *Policy, in *Input) *Input {
 	tb.Helper()
 	described := func(pod *placement.Pod) *placement.Pod {
-		_, facts, err := p.Describe(context.Background(), pod)
-		if err != nil {
-			tb.Fatalf("Describe(%s) error = %v", pod.Key(), err)
-		}
 		c := *pod
-		if facts != nil {
-			c.Facts = facts
+		var err error
+		if _, c.Facts, err = p.Describe(context.Background(), pod); err != nil {
+			tb.Fatalf("Describe(%s) error = %v", pod.Key(), err)
 		}
 		return &c
 	}
