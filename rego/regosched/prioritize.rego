@@ -37,4 +37,4 @@ penalties contains {
 # Weight of a rule without its own: config.weights, else 1. Objects are
 # built in the rule heads rather than by a helper function: a function call
 # per penalty costs more than the rest of the penalty.
-default_weight := {kind: object.get(object.get(config, "weights", {}), kind, 1) | some kind in ["node_spread", "zone_apart"]}
+default_weight := {kind: object.get(object.get(config, "weights", {}), kind, 1) | some kind in workloads.rule_kinds}
