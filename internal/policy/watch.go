@@ -29,11 +29,18 @@ type Watcher struct {
 	// re-index the placement cache under its peer_keys.
 	Activate func(context.Context, *Policy)
 	Log      logrus.FieldLogger
+	// Loaded is the Fingerprint of Path taken just before the active policy
+	// was loaded from it, so that a change made between that load and Run
+	// is still seen. Empty: the content when Run starts counts as loaded.
+	Loaded string
 }
 
-// Run polls until ctx ends. The current content counts as loaded already.
+// Run polls until ctx ends.
 func (w *Watcher) Run(ctx context.Context) {
-	loaded, _ := fingerprint(w.Path)
+	loaded := w.Loaded
+	if loaded == "" {
+		loaded, _ = Fingerprint(w.Path)
+	}
 	pending := ""
 	ticker := time.NewTicker(w.Interval)
 	defer ticker.Stop()
@@ -43,7 +50,7 @@ func (w *Watcher) Run(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
-		fp, err := fingerprint(w.Path)
+		fp, err := Fingerprint(w.Path)
 		if err != nil {
 			// Reported once per distinct error, not at every poll.
 			if gone := "error: " + err.Error(); gone != loaded {
@@ -99,9 +106,9 @@ func reject(a *Active, err error, log logrus.FieldLogger) {
 		Error("policy bundle rejected; the previous policy stays active")
 }
 
-// fingerprint summarises the names, sizes and modification times of the
-// files under path (or of the file itself).
-func fingerprint(path string) (string, error) {
+// Fingerprint summarises the names, sizes and modification times of the
+// files under path (or of the file itself), as the Watcher compares them.
+func Fingerprint(path string) (string, error) {
 	h := sha256.New()
 	err := filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {

@@ -52,6 +52,12 @@ func setRevision(t *testing.T, dir, rev string) {
 func TestWatcherSwapsGoodBundlesOnly(t *testing.T) {
 	dir := copyBundle(t)
 	setRevision(t, dir, "v1")
+	// Taken before loading, as serve does: Run may start only after the
+	// change to v2 below, which must still count as a change.
+	loadedFP, err := Fingerprint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	b, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +74,7 @@ func TestWatcherSwapsGoodBundlesOnly(t *testing.T) {
 	active.Store(first)
 	activated := make(chan string, 10)
 	log, _ := logtest.NewNullLogger()
-	w := &Watcher{Path: dir, Interval: 20 * time.Millisecond, Active: active, Log: log,
+	w := &Watcher{Path: dir, Interval: 20 * time.Millisecond, Active: active, Log: log, Loaded: loadedFP,
 		Activate: func(_ context.Context, p *Policy) { activated <- p.Revision() }}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

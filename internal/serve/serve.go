@@ -226,7 +226,7 @@ func Run(ctx context.Context, opts Options) error {
 	case opts.PolicyPath != "" && opts.PolicyPoll > 0:
 		w := &policy.Watcher{
 			Path: opts.PolicyPath, Interval: opts.PolicyPoll, Options: pol.opts, Active: active,
-			Log: log.WithField("component", "policy"), Activate: reindex,
+			Log: log.WithField("component", "policy"), Activate: reindex, Loaded: pol.fingerprint,
 		}
 		go w.Run(ctx)
 	}
@@ -303,16 +303,21 @@ func loadPolicy(ctx context.Context, opts Options) (loaded, string, *policy.Remo
 		if err != nil {
 			return loaded{}, "", nil, err
 		}
-		return loaded{p, popts}, opts.PolicyPath, r, nil
+		return loaded{Policy: p, opts: popts}, opts.PolicyPath, r, nil
 	}
 	var b *bundle.Bundle
 	var err error
 	source := opts.PolicyPath
+	var fp string
 	if source == "" {
 		source = "embedded default policy"
 		b, err = popts.LoadFS(opts.DefaultPolicy, source)
 	} else {
-		b, err = popts.Load(source)
+		// Before the load: a change made while the first policy is being
+		// compiled is then still a change to the watcher.
+		if fp, err = policy.Fingerprint(source); err == nil {
+			b, err = popts.Load(source)
+		}
 	}
 	if err != nil {
 		return loaded{}, "", nil, err
@@ -321,13 +326,15 @@ func loadPolicy(ctx context.Context, opts Options) (loaded, string, *policy.Remo
 	if err != nil {
 		return loaded{}, "", nil, fmt.Errorf("policy %s: %w", source, err)
 	}
-	return loaded{p, popts}, source, nil, nil
+	return loaded{p, popts, fp}, source, nil, nil
 }
 
 // loaded is the first policy and the checks later bundles pass too.
 type loaded struct {
 	*policy.Policy
 	opts policy.Options
+	// fingerprint of a --policy file or directory, taken before loading it.
+	fingerprint string
 }
 
 // clientConfig is the configuration of regosched's API client: the
