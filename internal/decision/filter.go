@@ -124,12 +124,19 @@ func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.Exten
 		FailedNodes:                extenderv1.FailedNodesMap{},
 		FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{},
 	}
+	// One pass over the candidates, in the scheduler's order: a look-up in
+	// byNode (a handful of nodes) per name, and the kept ones copied in runs
+	// between failed ones rather than one by one.
 	names := candidateNames(args)
-	for _, name := range names {
+	var kept []int // start and end of each run of kept candidates
+	start := 0
+	for i, name := range names {
 		cs, ok := byNode[name]
 		if !ok {
 			continue
 		}
+		kept = append(kept, start, i)
+		start = i + 1
 		resolvable := true
 		for _, c := range cs {
 			if !s.evictable(c.Peer) {
@@ -147,6 +154,7 @@ func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.Exten
 			result.FailedAndUnresolvableNodes[name] = reason
 		}
 	}
+	kept = append(kept, start, len(names))
 	d.log.WithFields(map[string]any{
 		"pod":          s.pod.Key(),
 		"candidates":   len(names),
@@ -154,24 +162,17 @@ func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.Exten
 		"unresolvable": len(result.FailedAndUnresolvableNodes),
 	}).Debug("filter")
 
-	// The kept candidates, in the scheduler's order. A second pass over the
-	// names (byNode holds a handful of nodes) spares a list of indexes as
-	// long as the candidates.
-	kept := max(len(names)-len(result.FailedNodes)-len(result.FailedAndUnresolvableNodes), 0)
+	n := len(names) - len(result.FailedNodes) - len(result.FailedAndUnresolvableNodes)
 	if args.NodeNames != nil {
-		out := make([]string, 0, kept)
-		for _, name := range names {
-			if _, ok := byNode[name]; !ok {
-				out = append(out, name)
-			}
+		out := make([]string, 0, n)
+		for r := 0; r < len(kept); r += 2 {
+			out = append(out, names[kept[r]:kept[r+1]]...)
 		}
 		result.NodeNames = &out
 	} else if args.Nodes != nil {
-		items := make([]v1.Node, 0, kept)
-		for i, name := range names {
-			if _, ok := byNode[name]; !ok {
-				items = append(items, args.Nodes.Items[i])
-			}
+		items := make([]v1.Node, 0, n)
+		for r := 0; r < len(kept); r += 2 {
+			items = append(items, args.Nodes.Items[kept[r]:kept[r+1]]...)
 		}
 		result.Nodes = &v1.NodeList{Items: items}
 	}
