@@ -38,10 +38,10 @@ func (p *Policy) PeerKeys(ctx context.Context, pod *placement.Pod) ([]string, er
 }
 
 // Describe evaluates the groups pod belongs to and, when the policy defines
-// them, its facts, in one pass. facts is a *Facts to store as the pod's
-// placement.Pod.Facts, or nil (no typed nil: it is assigned as is) for a pod
-// in no group (it is never anyone's peer) or when the policy has no facts
-// rule.
+// them, its facts and claims, in one pass. facts is a *Facts to store as the
+// pod's placement.Pod.Facts, or nil (no typed nil: it is assigned as is) for
+// a pod in no group (it is never anyone's peer) or when the policy has
+// neither rule.
 func (p *Policy) Describe(ctx context.Context, pod *placement.Pod) (keys []string, facts any, err error) {
 	if p.describe == nil {
 		keys, err = p.PeerKeys(ctx, pod)
@@ -49,29 +49,43 @@ func (p *Policy) Describe(ctx context.Context, pod *placement.Pod) (keys []strin
 	}
 	v, err := eval(ctx, *p.describe, podInput(p, pod))
 	if err != nil {
-		return nil, nil, fmt.Errorf("evaluating %s and %s: %w", PeerKeysRule, FactsRule, err)
+		return nil, nil, fmt.Errorf("evaluating %s: %w", p.describeRules, err)
 	}
 	arr, ok := v.(*ast.Array)
-	if v == nil || !ok || arr.Len() != 2 {
-		// Undefined keys or facts: fall back to keys alone, as without facts.
+	if v == nil || !ok || arr.Len() != p.describeLen {
+		// Undefined facts or claims: keys alone, as without them.
 		keys, err = p.PeerKeys(ctx, pod)
 		return keys, nil, err
 	}
 	if keys, err = decodeKeys(arr.Elem(0).Value); err != nil || len(keys) == 0 {
 		return keys, nil, err
 	}
-	f, err := newFacts(p, arr.Elem(1).Value)
-	if err != nil {
-		return nil, nil, err
+	f := &Facts{policy: p}
+	if p.factsAt > 0 {
+		packed, err := newFacts(p, arr.Elem(p.factsAt).Value)
+		if err != nil {
+			return nil, nil, err
+		}
+		f.packed = packed.packed
+	}
+	if p.claimsAt > 0 {
+		if f.claims, err = newClaims(arr.Elem(p.claimsAt).Value); err != nil {
+			return nil, nil, err
+		}
 	}
 	return keys, f, nil
 }
 
 // Describer adapts Describe to the placement cache's KeyFunc, for the
-// policy that current gives at each call.
+// policy that current gives at each call. The cache keeps of the claims only
+// what a peer needs (its marks).
 func Describer(current func() *Policy) func(context.Context, *placement.Pod) ([]string, any, error) {
 	return func(ctx context.Context, pod *placement.Pod) ([]string, any, error) {
-		return current().Describe(ctx, pod)
+		keys, facts, err := current().Describe(ctx, pod)
+		if f, ok := facts.(*Facts); ok && f.claims != nil {
+			facts = &Facts{policy: f.policy, packed: f.packed, claims: f.claims.peerView()}
+		}
+		return keys, facts, err
 	}
 }
 
@@ -88,42 +102,71 @@ func decodeKeys(v ast.Value) ([]string, error) {
 	return keys, err
 }
 
-// Conflicts evaluates the hard rules between the pending pod and its peers.
+// Conflicts gives the hard rules that hold between the pending pod and its
+// peers: the join of their claims and the conflicts rule, each when the
+// policy defines it.
 func (p *Policy) Conflicts(ctx context.Context, in *Input) ([]Conflict, error) {
-	v, err := eval(ctx, p.conflicts, in.value(p))
-	if err != nil {
-		return nil, fmt.Errorf("evaluating %s: %w", ConflictsRule, err)
+	var out []Conflict
+	if p.claimsAt > 0 {
+		if err := p.join(ctx, in, &out, nil); err != nil {
+			return nil, err
+		}
 	}
-	return decodeConflicts(v)
+	if p.conflicts != nil {
+		v, err := eval(ctx, *p.conflicts, in.value(p))
+		if err != nil {
+			return nil, fmt.Errorf("evaluating %s: %w", ConflictsRule, err)
+		}
+		if out, err = decodeConflicts(out, v); err != nil {
+			return nil, err
+		}
+	}
+	return canonicalConflicts(out), nil
 }
 
-// Judge evaluates the hard and the soft rules in one pass, cheaper than
-// Conflicts and Penalties apart: both start from matching the peers.
+// Judge gives the hard and the soft rules at once, cheaper than Conflicts
+// and Penalties apart: both start from the same claims, and the Rego rules
+// (when defined) from matching the same peers.
 func (p *Policy) Judge(ctx context.Context, in *Input) ([]Conflict, []Penalty, error) {
-	v, err := eval(ctx, p.both, in.value(p))
+	if p.both == nil {
+		conflicts, err := p.Conflicts(ctx, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		penalties, err := p.Penalties(ctx, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		return conflicts, penalties, nil
+	}
+	var conflicts []Conflict
+	var penalties []Penalty
+	if p.claimsAt > 0 {
+		if err := p.join(ctx, in, &conflicts, &penalties); err != nil {
+			return nil, nil, err
+		}
+	}
+	v, err := eval(ctx, *p.both, in.value(p))
 	if err != nil {
 		return nil, nil, fmt.Errorf("evaluating %s and %s: %w", ConflictsRule, PenaltiesRule, err)
 	}
-	if v == nil {
-		return nil, nil, nil
+	if v != nil {
+		arr, ok := v.(*ast.Array)
+		if !ok || arr.Len() != 2 {
+			return nil, nil, fmt.Errorf("evaluating %s and %s: unexpected result %v", ConflictsRule, PenaltiesRule, v)
+		}
+		if conflicts, err = decodeConflicts(conflicts, arr.Elem(0).Value); err != nil {
+			return nil, nil, err
+		}
+		if penalties, err = decodePenalties(penalties, arr.Elem(1).Value); err != nil {
+			return nil, nil, err
+		}
 	}
-	arr, ok := v.(*ast.Array)
-	if !ok || arr.Len() != 2 {
-		return nil, nil, fmt.Errorf("evaluating %s and %s: unexpected result %v", ConflictsRule, PenaltiesRule, v)
-	}
-	conflicts, err := decodeConflicts(arr.Elem(0).Value)
-	if err != nil {
-		return nil, nil, err
-	}
-	penalties, err := decodePenalties(arr.Elem(1).Value)
-	if err != nil {
-		return nil, nil, err
-	}
-	return conflicts, penalties, nil
+	return canonicalConflicts(conflicts), canonicalPenalties(penalties), nil
 }
 
-func decodeConflicts(v ast.Value) ([]Conflict, error) {
-	var out []Conflict
+// decodeConflicts appends the conflicts of rule value v to out.
+func decodeConflicts(out []Conflict, v ast.Value) ([]Conflict, error) {
 	err := forEachObject(v, ConflictsRule, func(t *ast.Term, o ast.Object) error {
 		c := Conflict{
 			Node:   str(o, "node"),
@@ -140,17 +183,30 @@ func decodeConflicts(v ast.Value) ([]Conflict, error) {
 	return out, err
 }
 
-// Penalties evaluates the soft rules between the pending pod and its peers.
+// Penalties gives the soft rules that hold between the pending pod and its
+// peers: the join of their claims and the penalties rule, each when the
+// policy defines it.
 func (p *Policy) Penalties(ctx context.Context, in *Input) ([]Penalty, error) {
-	v, err := eval(ctx, p.penalties, in.value(p))
-	if err != nil {
-		return nil, fmt.Errorf("evaluating %s: %w", PenaltiesRule, err)
+	var out []Penalty
+	if p.claimsAt > 0 {
+		if err := p.join(ctx, in, nil, &out); err != nil {
+			return nil, err
+		}
 	}
-	return decodePenalties(v)
+	if p.penalties != nil {
+		v, err := eval(ctx, *p.penalties, in.value(p))
+		if err != nil {
+			return nil, fmt.Errorf("evaluating %s: %w", PenaltiesRule, err)
+		}
+		if out, err = decodePenalties(out, v); err != nil {
+			return nil, err
+		}
+	}
+	return canonicalPenalties(out), nil
 }
 
-func decodePenalties(v ast.Value) ([]Penalty, error) {
-	var out []Penalty
+// decodePenalties appends the penalties of rule value v to out.
+func decodePenalties(out []Penalty, v ast.Value) ([]Penalty, error) {
 	err := forEachObject(v, PenaltiesRule, func(t *ast.Term, o ast.Object) error {
 		pen := Penalty{
 			TopologyKey: str(o, "topology_key"),

@@ -23,7 +23,8 @@ import (
 // save per peer.
 type Facts struct {
 	policy *Policy
-	packed string
+	packed string  // "" when the policy has no facts rule
+	claims *claims // nil when the policy has no claims rule
 }
 
 // newFacts packs v, which must be a ground value (a rule's result is).

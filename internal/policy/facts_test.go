@@ -68,10 +68,12 @@ func TestFactsErrors(t *testing.T) {
 	}
 }
 
-// TestFactsHeap bounds what the facts of one cached Redis pod cost: the
-// placement cache keeps one per bound pod.
+// TestFactsHeap bounds what the facts of one cached Redis pod cost (with
+// the default policy: its claims as a peer, the marks): the placement cache
+// keeps one per bound pod.
 func TestFactsHeap(t *testing.T) {
 	p := mustDefaultPolicy(t)
+	describe := Describer(func() *Policy { return p })
 	pod := redisCluster().Peers[0]
 	const n = 10000
 	keep := make([]*Facts, n)
@@ -79,7 +81,7 @@ func TestFactsHeap(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for i := range keep {
-		_, f, err := p.Describe(context.Background(), pod)
+		_, f, err := describe(context.Background(), pod)
 		facts, ok := f.(*Facts)
 		if err != nil || !ok {
 			t.Fatalf("Describe() = %v, %v; want *Facts", f, err)
@@ -90,18 +92,18 @@ func TestFactsHeap(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	perPod := (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / n
 	runtime.KeepAlive(keep)
-	t.Logf("facts of a Redis pod: %.0f bytes of heap (%d packed)", perPod, len(keep[0].packed))
+	t.Logf("facts of a Redis pod: %.0f bytes of heap (%d marks)", perPod, len(keep[0].claims.marks))
 	if perPod > 200 {
 		t.Errorf("facts of a Redis pod take %.0f bytes of heap, want at most 200", perPod)
 	}
 }
 
+// BenchmarkFactsTerm unpacks the facts of a Redis pod as a policy would
+// describe them (the member facts of workloads.rego).
 func BenchmarkFactsTerm(b *testing.B) {
-	p := mustDefaultPolicy(b)
-	_, v, err := p.Describe(context.Background(), redisCluster().Peers[0])
-	f, ok := v.(*Facts)
-	if err != nil || !ok {
-		b.Fatalf("Describe() = %v, %v; want *Facts", v, err)
+	f, err := newFacts(nil, ast.MustParseTerm(`{"redis": {"cluster": "cache", "kind": "redis", "roles": {"*", "master"}, "shard": "0"}}`).Value)
+	if err != nil {
+		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -51,7 +51,7 @@ func podTerm(pol *Policy, p *placement.Pod) *ast.Term {
 		ast.Item(ast.StringTerm("priority"), ast.IntNumberTerm(int(p.Priority))),
 		ast.Item(ast.StringTerm("node"), ast.StringTerm(p.Node)),
 	)
-	if f, ok := p.Facts.(*Facts); ok && f.policy == pol {
+	if f, ok := p.Facts.(*Facts); ok && f.policy == pol && f.packed != "" {
 		// Facts are ours (packed by Describe): a failure to unpack is a bug,
 		// and leaving them out still gives the right answer, from labels.
 		if t, err := f.term(); err == nil {

@@ -2,24 +2,31 @@
 // once, and evaluates them per request with inputs built straight as Rego
 // values (no JSON round trip).
 //
-// A bundle must define three rules and may define two more (see rego/ for the
-// default policy):
+// A bundle must define peer_keys, and claims or both conflicts and penalties
+// (or all three); the others are optional (see rego/ for the default policy):
 //
 //	data.regosched.peer_keys            input {pod}              set of group keys
+//	data.regosched.claims               input {pod}              {marks, separate, spread}
 //	data.regosched.filter.conflicts     input {pod, peers, nodes} set of {node, rule, reason, peer}
 //	data.regosched.prioritize.penalties input {pod, peers, nodes} set of {topology_key, value, weight, rule, peer}
-//	data.regosched.preemption.protected input {pod}              true: never evict this pod (optional)
-//	data.regosched.facts                input {pod}              any value (optional)
+//	data.regosched.preemption.protected input {pod}              true: never evict this pod
+//	data.regosched.facts                input {pod}              any value
 //
 // Rego looks only at the pending pod and its peers; the arithmetic over
 // candidate nodes is done in Go by the callers.
 //
-// facts is evaluated with peer_keys, once per version of a bound pod (when
-// the placement cache indexes it) and once per request for the pending pod;
-// its value comes back as pod.facts of that pod in every later input under
-// the same policy. It lets the rules read what they would otherwise work out
-// from labels again for every peer of every request. A pod without facts
-// (none defined, or computed under another policy) has no pod.facts field.
+// claims and facts are evaluated with peer_keys, once per version of a bound
+// pod (when the placement cache indexes it) and once per request for the
+// pending pod. claims say what a pod is to its peers (marks: token ->
+// description) and which peers it avoids (separate: [{mark, rule}], hard, on
+// the node; spread: [{mark, rule, topology_key, weight}], soft); Go joins the
+// pending pod's entries with its peers' marks, so that no Rego runs per peer
+// (claims.go). conflicts and penalties are pairwise rules for what marks
+// cannot say; their answers add to the join's. facts come back as pod.facts
+// of that pod in every later input of those rules under the same policy, so
+// that they need not work out again per peer what the labels mean. A pod
+// without facts (none defined, or computed under another policy) has no
+// pod.facts field.
 package policy
 
 import (
@@ -30,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/bundle"
@@ -48,22 +56,31 @@ const (
 	ProtectedRule = "data.regosched.preemption.protected"
 	// FactsRule is optional: without it inputs carry no pod.facts.
 	FactsRule = "data.regosched.facts"
+	// ClaimsRule is optional when both ConflictsRule and PenaltiesRule are
+	// defined, and required otherwise.
+	ClaimsRule = "data.regosched.claims"
 )
 
 // Policy is a compiled bundle, ready to evaluate. It is immutable and safe for
 // concurrent use.
 type Policy struct {
-	revision  string
-	keys      rego.PreparedEvalQuery
-	conflicts rego.PreparedEvalQuery
-	penalties rego.PreparedEvalQuery
-	// both evaluates conflicts and penalties in one pass: they share the
-	// work of matching the peers, which dominates.
-	both      rego.PreparedEvalQuery
-	protected *rego.PreparedEvalQuery // nil when the bundle has no such rule
-	// describe evaluates peer_keys and facts in one pass; nil when the
-	// bundle defines no facts.
-	describe *rego.PreparedEvalQuery
+	revision string
+	keys     rego.PreparedEvalQuery
+	// conflicts, penalties, protected: nil when the bundle has no such rule.
+	conflicts *rego.PreparedEvalQuery
+	penalties *rego.PreparedEvalQuery
+	protected *rego.PreparedEvalQuery
+	// both evaluates conflicts and penalties in one pass (they share the
+	// work of matching the peers, which dominates); nil unless both exist.
+	both *rego.PreparedEvalQuery
+	// describe evaluates [peer_keys, facts, claims] (those defined) in one
+	// pass; nil when the bundle defines neither facts nor claims.
+	describe      *rego.PreparedEvalQuery
+	describeRules string // the rules describe evaluates, for errors
+	describeLen   int
+	// factsAt, claimsAt: the index of facts and claims in describe's
+	// answer, -1 when not defined.
+	factsAt, claimsAt int
 }
 
 // Compile compiles b, prepares its entry points and evaluates each once on a
@@ -82,45 +99,66 @@ func Compile(ctx context.Context, b *bundle.Bundle) (*Policy, error) {
 	// Data is read as Rego values: no conversion per evaluation.
 	store := inmem.NewFromObjectWithOpts(b.Data, inmem.OptReturnASTValuesOnRead(true))
 
-	p := &Policy{revision: revision(b)}
-	var protected rego.PreparedEvalQuery
-	for _, q := range []struct {
-		rule     string
-		dst      *rego.PreparedEvalQuery
-		optional bool
-	}{
-		{PeerKeysRule, &p.keys, false},
-		{ConflictsRule, &p.conflicts, false},
-		{PenaltiesRule, &p.penalties, false},
-		{ProtectedRule, &protected, true},
-	} {
-		ref := ast.MustParseRef(q.rule)
-		if len(compiler.GetRules(ref)) == 0 {
-			if q.optional {
-				continue
+	p := &Policy{revision: revision(b), factsAt: -1, claimsAt: -1}
+	defined := func(rule string) bool { return len(compiler.GetRules(ast.MustParseRef(rule))) > 0 }
+	if !defined(PeerKeysRule) {
+		return nil, fmt.Errorf("policy defines no rule %s", PeerKeysRule)
+	}
+	if !defined(ClaimsRule) {
+		for _, rule := range []string{ConflictsRule, PenaltiesRule} {
+			if !defined(rule) {
+				return nil, fmt.Errorf("policy defines no rule %s (nor %s)", rule, ClaimsRule)
 			}
-			return nil, fmt.Errorf("policy defines no rule %s", q.rule)
 		}
-		if q.optional {
-			p.protected = q.dst
+	}
+	var err error
+	if p.keys, err = prepare(ctx, compiler, store, ast.NewTerm(ast.MustParseRef(PeerKeysRule))); err != nil {
+		return nil, fmt.Errorf("preparing %s: %w", PeerKeysRule, err)
+	}
+	for _, q := range []struct {
+		rule string
+		dst  **rego.PreparedEvalQuery
+	}{
+		{ConflictsRule, &p.conflicts},
+		{PenaltiesRule, &p.penalties},
+		{ProtectedRule, &p.protected},
+	} {
+		if !defined(q.rule) {
+			continue
 		}
-		pq, err := prepare(ctx, compiler, store, ast.NewTerm(ref))
+		pq, err := prepare(ctx, compiler, store, ast.NewTerm(ast.MustParseRef(q.rule)))
 		if err != nil {
 			return nil, fmt.Errorf("preparing %s: %w", q.rule, err)
 		}
-		*q.dst = pq
+		*q.dst = &pq
 	}
-	both := ast.ArrayTerm(ast.NewTerm(ast.MustParseRef(ConflictsRule)), ast.NewTerm(ast.MustParseRef(PenaltiesRule)))
-	var err error
-	if p.both, err = prepare(ctx, compiler, store, both); err != nil {
-		return nil, fmt.Errorf("preparing %s and %s: %w", ConflictsRule, PenaltiesRule, err)
-	}
-	if facts := ast.MustParseRef(FactsRule); len(compiler.GetRules(facts)) > 0 {
-		describe, err := prepare(ctx, compiler, store, ast.ArrayTerm(ast.NewTerm(ast.MustParseRef(PeerKeysRule)), ast.NewTerm(facts)))
+	if p.conflicts != nil && p.penalties != nil {
+		both := ast.ArrayTerm(ast.NewTerm(ast.MustParseRef(ConflictsRule)), ast.NewTerm(ast.MustParseRef(PenaltiesRule)))
+		pq, err := prepare(ctx, compiler, store, both)
 		if err != nil {
-			return nil, fmt.Errorf("preparing %s and %s: %w", PeerKeysRule, FactsRule, err)
+			return nil, fmt.Errorf("preparing %s and %s: %w", ConflictsRule, PenaltiesRule, err)
 		}
-		p.describe = &describe
+		p.both = &pq
+	}
+	describe := []*ast.Term{ast.NewTerm(ast.MustParseRef(PeerKeysRule))}
+	rules := []string{PeerKeysRule}
+	for _, q := range []struct {
+		rule string
+		at   *int
+	}{{FactsRule, &p.factsAt}, {ClaimsRule, &p.claimsAt}} {
+		if defined(q.rule) {
+			*q.at = len(describe)
+			describe = append(describe, ast.NewTerm(ast.MustParseRef(q.rule)))
+			rules = append(rules, q.rule)
+		}
+	}
+	if len(describe) > 1 {
+		p.describeRules, p.describeLen = strings.Join(rules, ", "), len(describe)
+		pq, err := prepare(ctx, compiler, store, ast.ArrayTerm(describe...))
+		if err != nil {
+			return nil, fmt.Errorf("preparing %s: %w", p.describeRules, err)
+		}
+		p.describe = &pq
 	}
 	if err := p.smokeTest(ctx); err != nil {
 		return nil, fmt.Errorf("evaluating policy on a sample pod: %w", err)

@@ -33,7 +33,7 @@ func TestCompileRejectsBrokenBundles(t *testing.T) {
 		}},
 		{"facts-conflict", []string{
 			"evaluating policy on a sample pod",
-			"evaluating data.regosched.peer_keys and data.regosched.facts",
+			"evaluating data.regosched.peer_keys, data.regosched.facts",
 			"eval_conflict_error",
 		}},
 		{"non-string-keys", []string{
@@ -44,6 +44,11 @@ func TestCompileRejectsBrokenBundles(t *testing.T) {
 			"evaluating policy on a sample pod",
 			"data.regosched.filter.conflicts",
 			"has no node",
+		}},
+		{"claims-negative-weight", []string{
+			"evaluating policy on a sample pod",
+			"data.regosched.claims spread: weight of",
+			"is not a non-negative number",
 		}},
 		{"negative-weight", []string{
 			"evaluating policy on a sample pod",

@@ -1,8 +1,8 @@
 # Hard rules: which peers conflict with the pending pod, with exact reasons.
 package regosched.filter_test
 
-import data.regosched.filter.conflicts
 import data.regosched.fixtures_test as f
+import data.regosched.join.conflicts
 
 master_reason := "redis: master shop/cache-1-master of cluster cache already on this node"
 

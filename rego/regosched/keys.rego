@@ -12,11 +12,3 @@ import data.regosched.workloads
 peer_keys contains sprintf("%s/%s/%s", [name, input.pod.namespace, m.cluster]) if {
 	some name, m in workloads.pod_entries
 }
-
-# METADATA
-# entrypoint: true
-# description: >-
-#   What regosched remembers of a pod and passes back in pod.facts of every
-#   input: evaluated once per bound pod version (and once per request for
-#   the pending pod), so that rules need not re-match labels per peer.
-facts := workloads.pod_entries

@@ -34,16 +34,3 @@ test_user_added_entry_key if {
 	peer_keys == {"kafka/mq/k"} with data.regosched.config as cfg
 		with input as {"pod": f.pod("k-0", "mq", "u1", "", {"strimzi.io/cluster": "k"})}
 }
-
-# facts: the member facts per entry, which regosched hands back as pod.facts.
-test_facts_are_member_entries if {
-	pod := f.pending("cache-0-master", f.redis_shard("cache", "master", "0"))
-	data.regosched.facts == {"redis": {"kind": "redis", "cluster": "cache", "shard": "0", "roles": {"*", "master"}}} with input as {"pod": pod}
-	data.regosched.facts == {} with input as {"pod": f.pending("web-0", {"app": "web"})}
-}
-
-# peer_keys reads given facts rather than labels.
-test_keys_from_given_facts if {
-	pod := object.union(f.pending("x", {}), {"facts": {"redis": {"kind": "redis", "cluster": "c", "shard": "", "roles": {"*"}}}})
-	peer_keys == {"redis/shop/c"} with input as {"pod": pod}
-}

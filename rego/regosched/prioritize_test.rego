@@ -2,7 +2,7 @@
 package regosched.prioritize_test
 
 import data.regosched.fixtures_test as f
-import data.regosched.prioritize.penalties
+import data.regosched.join.penalties
 
 host := "kubernetes.io/hostname"
 

@@ -47,42 +47,4 @@ entries(pod) := {name: m |
 	m := member(pod, name)
 }
 
-# Entry name -> member facts of a pod: the facts regosched passes in pod.facts
-# (what data.regosched.facts answered for this very pod under this policy,
-# computed once per pod version rather than per request), else worked out
-# from the labels.
-facts_of(pod) := f if {
-	f := pod.facts
-} else := entries(pod)
-
-pod_entries := facts_of(input.pod)
-
-# Entry name -> rule kind -> rules whose "role" input.pod has.
-pod_rules := {name: {kind: rules |
-	some kind in rule_kinds
-	rules := [r | some r in object.get(config.workloads[name], kind, []); r.role in m.roles]
-} |
-	some name, m in pod_entries
-}
-
-# [peer, entry name, peer facts] per input peer that is another bound pod of
-# the same entry, namespace and cluster. Only input.peers is walked.
-peers := [[peer, name, theirs] |
-	some peer in input.peers
-	peer.namespace == input.pod.namespace
-	peer.node != ""
-	peer.uid != input.pod.uid
-	known := facts_of(peer)
-	some name, mine in pod_entries
-	theirs := known[name]
-	theirs.cluster == mine.cluster
-]
-
-# [peer, rule, peer facts] for each rule of kind that holds between input.pod
-# and a peer: O(peers x rules).
-applying(kind) := [[peer, rule, theirs] |
-	some [peer, name, theirs] in peers
-	some rule in pod_rules[name][kind]
-	rule.peer_role in theirs.roles
-	pod_entries[name][rule.scope] == theirs[rule.scope]
-]
+pod_entries := entries(input.pod)

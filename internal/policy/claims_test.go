@@ -1,0 +1,149 @@
+package policy
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	gocmp "github.com/google/go-cmp/cmp"
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+
+	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/placement"
+)
+
+// TestJoinMatchesRego: what Go joins from claims is what
+// data.regosched.join (the Rego that policy authors test with) answers for
+// the same input, for the default policy.
+func TestJoinMatchesRego(t *testing.T) {
+	ctx := context.Background()
+	p := mustDefaultPolicy(t)
+	b, err := LoadFS(regosched.DefaultPolicy(), "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	modules := map[string]*ast.Module{}
+	for _, m := range b.Modules {
+		modules[m.Path] = m.Parsed
+	}
+	compiler := ast.NewCompiler()
+	if compiler.Compile(modules); compiler.Failed() {
+		t.Fatal(compiler.Errors)
+	}
+	store := inmem.NewFromObjectWithOpts(b.Data, inmem.OptReturnASTValuesOnRead(true))
+	join, err := prepare(ctx, compiler, store, ast.MustParseTerm("[data.regosched.join.conflicts, data.regosched.join.penalties]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	esCluster := &Input{
+		Pod: pod("logs-data-3", "pending", "", es("data")),
+		Peers: []*placement.Pod{
+			pod("logs-data-0", "u0", "node-0", es("data")),
+			pod("logs-data-1", "u1", "node-1", es("data")),
+			pod("logs-master-0", "u2", "node-1", es("master")),
+			pod("logs-data-2", "u3", "node-2", es("data")), // node without a zone
+		},
+		Nodes: map[string]map[string]string{"node-0": {zoneLabel: "a"}, "node-1": {zoneLabel: "b"}, "node-2": {}},
+	}
+	mixed := redisCluster()
+	mixed.Peers = append(mixed.Peers,
+		pod("cache-0-master", "pending", "node-9", redis("cache", "master", "0")), // itself
+		pod("cache-9-master", "u9", "", redis("cache", "master", "9")),            // not bound
+		inNamespace("ops", pod("cache-8-master", "u8", "node-8", redis("cache", "master", "0"))),
+	)
+	master := redisCluster()
+	master.Pod = pod("cache-0-master-new", "pending", "", redis("cache", "master", "0"))
+	for name, in := range map[string]*Input{"redis replica": redisCluster(), "redis master": master, "elasticsearch": esCluster, "ignored peers": mixed} {
+		t.Run(name, func(t *testing.T) {
+			v, err := eval(ctx, join, in.value(p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			arr := v.(*ast.Array)
+			wantC, err := decodeConflicts(nil, arr.Elem(0).Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantP, err := decodePenalties(nil, arr.Elem(1).Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(wantC)+len(wantP) == 0 {
+				t.Fatal("the Rego join finds nothing: the case tests nothing")
+			}
+			for mode, in := range map[string]*Input{"labels": in, "facts": withFacts(t, p, in)} {
+				gotC, gotP, err := p.Judge(ctx, in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := gocmp.Diff(canonicalConflicts(wantC), gotC); diff != "" {
+					t.Errorf("%s: conflicts mismatch (-rego +go):\n%s", mode, diff)
+				}
+				if diff := gocmp.Diff(canonicalPenalties(wantP), gotP); diff != "" {
+					t.Errorf("%s: penalties mismatch (-rego +go):\n%s", mode, diff)
+				}
+			}
+		})
+	}
+}
+
+func TestNewClaimsErrors(t *testing.T) {
+	for _, tt := range []struct{ value, want string }{
+		{`[]`, "is not an object"},
+		{`{"marks": ["a"]}`, "marks"},
+		{`{"marks": {"a": 1}}`, "is not a string to a string"},
+		{`{"separate": [{"mark": "a"}]}`, "needs a string mark and rule"},
+		{`{"separate": ["a"]}`, "is not an object"},
+		{`{"separate": {"mark": "a", "rule": "r"}}`, "neither a set nor an array"},
+		{`{"spread": [{"mark": "a", "rule": "r"}]}`, "has no topology_key"},
+		{`{"spread": [{"mark": "a", "rule": "r", "topology_key": "k", "weight": -1}]}`, "non-negative"},
+		{`{"spread": [{"mark": "a", "rule": "r", "topology_key": "k", "weight": "2"}]}`, "non-negative"},
+	} {
+		t.Run(tt.value, func(t *testing.T) {
+			_, err := newClaims(ast.MustParseTerm(tt.value).Value)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("newClaims(%s) error = %v, want one containing %q", tt.value, err, tt.want)
+			}
+		})
+	}
+	c, err := newClaims(ast.MustParseTerm(`{"marks": {"m": "w"}, "spread": {{"mark": "m", "rule": "r", "topology_key": "k"}}}`).Value)
+	if err != nil || len(c.marks) != 1 || len(c.spread) != 1 || c.spread[0].weight != 1 {
+		t.Errorf("newClaims(valid) = %+v, %v; want one mark and one spread of weight 1", c, err)
+	}
+}
+
+// TestCachedClaimsKeepMarksOnly: the cache's KeyFunc keeps what a peer
+// needs; the pending pod's own entries are for the request only.
+func TestCachedClaimsKeepMarksOnly(t *testing.T) {
+	p := mustDefaultPolicy(t)
+	master := pod("m", "u", "", redis("cache", "master", "0"))
+	_, full, err := p.Describe(context.Background(), master)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cached, err := Describer(func() *Policy { return p })(context.Background(), master)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, c := full.(*Facts), cached.(*Facts)
+	if len(f.claims.separate) == 0 || len(f.claims.spread) == 0 {
+		t.Fatalf("Describe() claims = %+v; want separate and spread entries", f.claims)
+	}
+	if c.claims.separate != nil || c.claims.spread != nil || len(c.claims.marks) != len(f.claims.marks) || c.policy != p {
+		t.Errorf("cached claims = %+v; want the %d marks alone", c.claims, len(f.claims.marks))
+	}
+}
+
+// BenchmarkJoin is Judge for a Redis replica whose six peers carry their
+// claims, as in a request: the Go join alone.
+func BenchmarkJoin(b *testing.B) {
+	p := mustDefaultPolicy(b)
+	in := withFacts(b, p, redisCluster())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := p.Judge(context.Background(), in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
