@@ -70,6 +70,18 @@ func (d *Decider) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs
 // takes the placement back; a peer decided in the meantime was only held to
 // a stricter view than necessary, never a laxer one.
 func (d *Decider) commit(ctx context.Context, pol *policy.Policy, pod *placement.Pod, keys []string, args *extenderv1.ExtenderBindingArgs) (*placement.Pod, error) {
+	// The recorded placement is the pod as its peers will read it: on its
+	// node, with its marks (filter described it as the pending pod, with what
+	// it avoids). Worked out before taking the locks.
+	placed := *pod
+	placed.Node = args.Node
+	if len(keys) > 0 {
+		var err error
+		if _, placed.Facts, err = pol.DescribePeer(ctx, &placed); err != nil {
+			d.binds.WithLabelValues("error").Inc()
+			return nil, err
+		}
+	}
 	unlock := d.locks.lock(keys)
 	defer unlock()
 	if len(keys) > 0 {
@@ -94,8 +106,6 @@ func (d *Decider) commit(ctx context.Context, pol *policy.Policy, pod *placement
 			return nil, fmt.Errorf("%w: binding %s to %s would break a rule: %s", ErrRefused, pod.Key(), args.Node, joinStrings(here))
 		}
 	}
-	placed := *pod
-	placed.Node = args.Node
 	d.placements.Assume(&placed, keys)
 	return &placed, nil
 }

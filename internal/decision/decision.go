@@ -161,7 +161,7 @@ func (d *Decider) lookup(ctx context.Context, pod *v1.Pod, wait bool) (*subject,
 	// one) must not make it look placed.
 	s.pod.Node = ""
 	// s.pod is ours (built from the request above): setting Facts is safe.
-	keys, facts, err := pol.Describe(ctx, s.pod)
+	keys, facts, err := pol.DescribePending(ctx, s.pod)
 	if err != nil {
 		return nil, err
 	}

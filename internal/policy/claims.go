@@ -26,6 +26,9 @@ type claims struct {
 	marks    []mark
 	separate []avoid
 	spread   []avoid
+	// marked, avoiding: whether marks, and separate and spread, were
+	// evaluated (a view of the pod may hold only some parts).
+	marked, avoiding bool
 }
 
 type mark struct {
@@ -117,15 +120,6 @@ func readAvoids(obj ast.Object, field string, soft bool) ([]avoid, error) {
 	return out, err
 }
 
-// peerView is the part of c that the pod needs as somebody's peer: its
-// marks. The placement cache keeps this one for every bound pod.
-func (c *claims) peerView() *claims {
-	if c == nil || (c.separate == nil && c.spread == nil) {
-		return c
-	}
-	return &claims{marks: c.marks}
-}
-
 // what returns the description of token among the marks.
 func (c *claims) what(token unique.Handle[string]) (unique.Handle[string], bool) {
 	for _, m := range c.marks {
@@ -136,15 +130,17 @@ func (c *claims) what(token unique.Handle[string]) (unique.Handle[string], bool)
 	return unique.Handle[string]{}, false
 }
 
-// claimsOf returns the claims of pod under p: those Describe kept with it,
-// else (a pod re-read from the API, or described under another policy)
+// claimsOf returns the claims of pod under p, with its marks (asPeer) or
+// with what it avoids: those Describe kept with it, else (a pod re-read
+// from the API, described under another policy, or for the other role)
 // evaluated now.
-func (p *Policy) claimsOf(ctx context.Context, pod *placement.Pod) (*claims, error) {
-	if f, ok := pod.Facts.(*Facts); ok && f.policy == p {
-		return f.claims, nil
-	}
-	if p.claimsAt < 0 {
+func (p *Policy) claimsOf(ctx context.Context, pod *placement.Pod, asPeer bool) (*claims, error) {
+	if !p.claims {
 		return nil, nil
+	}
+	if f, ok := pod.Facts.(*Facts); ok && f.policy == p && f.claims != nil &&
+		((asPeer && f.claims.marked) || (!asPeer && f.claims.avoiding)) {
+		return f.claims, nil
 	}
 	_, facts, err := p.Describe(ctx, pod)
 	if err != nil {
@@ -160,7 +156,7 @@ func (p *Policy) claimsOf(ctx context.Context, pod *placement.Pod) (*claims, err
 // spread (when penalties is set) entries to every bound peer whose marks
 // hold their mark, as data.regosched.join of the default policy does in Rego.
 func (p *Policy) join(ctx context.Context, in *Input, conflicts *[]Conflict, penalties *[]Penalty) error {
-	mine, err := p.claimsOf(ctx, in.Pod)
+	mine, err := p.claimsOf(ctx, in.Pod, false)
 	if err != nil || mine == nil || (len(mine.separate) == 0 && len(mine.spread) == 0) {
 		return err
 	}
@@ -170,7 +166,7 @@ func (p *Policy) join(ctx context.Context, in *Input, conflicts *[]Conflict, pen
 		if peer.Node == "" || peer.UID == in.Pod.UID {
 			continue
 		}
-		theirs, err := p.claimsOf(ctx, peer)
+		theirs, err := p.claimsOf(ctx, peer, true)
 		if err != nil {
 			return fmt.Errorf("claims of peer %s: %w", peer.Key(), err)
 		}

@@ -147,3 +147,24 @@ func BenchmarkJoin(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDescribeViews: the three views of a Redis master: all its
+// claims, as a peer (marks: the placement cache, once per pod version), as
+// the pending pod (separate and spread: once per request).
+func BenchmarkDescribeViews(b *testing.B) {
+	p := mustDefaultPolicy(b)
+	master := pod("m", "u", "", redis("cache", "master", "0"))
+	for _, v := range []struct {
+		name     string
+		describe func(context.Context, *placement.Pod) ([]string, any, error)
+	}{{"all", p.Describe}, {"peer", p.DescribePeer}, {"pending", p.DescribePending}} {
+		b.Run(v.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, f, err := v.describe(context.Background(), master); err != nil || f == nil {
+					b.Fatal(f, err)
+				}
+			}
+		})
+	}
+}

@@ -43,16 +43,33 @@ func (p *Policy) PeerKeys(ctx context.Context, pod *placement.Pod) ([]string, er
 // a pod in no group (it is never anyone's peer) or when the policy has
 // neither rule.
 func (p *Policy) Describe(ctx context.Context, pod *placement.Pod) (keys []string, facts any, err error) {
-	if p.describe == nil {
+	return p.describe(ctx, &p.all, pod)
+}
+
+// DescribePending is Describe for the pending pod of a request: of the
+// claims, only what it avoids (separate, spread), not its marks, which only
+// its future peers read.
+func (p *Policy) DescribePending(ctx context.Context, pod *placement.Pod) (keys []string, facts any, err error) {
+	return p.describe(ctx, &p.asPending, pod)
+}
+
+// DescribePeer is Describe for a bound pod, as somebody's peer: of the
+// claims, only its marks.
+func (p *Policy) DescribePeer(ctx context.Context, pod *placement.Pod) (keys []string, facts any, err error) {
+	return p.describe(ctx, &p.asPeer, pod)
+}
+
+func (p *Policy) describe(ctx context.Context, d *description, pod *placement.Pod) (keys []string, facts any, err error) {
+	if d.query == nil {
 		keys, err = p.PeerKeys(ctx, pod)
 		return keys, nil, err
 	}
-	v, err := eval(ctx, *p.describe, podInput(p, pod))
+	v, err := eval(ctx, *d.query, podInput(p, pod))
 	if err != nil {
-		return nil, nil, fmt.Errorf("evaluating %s: %w", p.describeRules, err)
+		return nil, nil, fmt.Errorf("evaluating %s: %w", d.rules, err)
 	}
 	arr, ok := v.(*ast.Array)
-	if v == nil || !ok || arr.Len() != p.describeLen {
+	if v == nil || !ok || arr.Len() != d.n {
 		// Undefined facts or claims: keys alone, as without them.
 		keys, err = p.PeerKeys(ctx, pod)
 		return keys, nil, err
@@ -61,31 +78,27 @@ func (p *Policy) Describe(ctx context.Context, pod *placement.Pod) (keys []strin
 		return keys, nil, err
 	}
 	f := &Facts{policy: p}
-	if p.factsAt > 0 {
-		packed, err := newFacts(p, arr.Elem(p.factsAt).Value)
+	if d.factsAt > 0 {
+		packed, err := newFacts(p, arr.Elem(d.factsAt).Value)
 		if err != nil {
 			return nil, nil, err
 		}
 		f.packed = packed.packed
 	}
-	if p.claimsAt > 0 {
-		if f.claims, err = newClaims(arr.Elem(p.claimsAt).Value); err != nil {
+	if d.claimsAt > 0 {
+		if f.claims, err = newClaims(arr.Elem(d.claimsAt).Value); err != nil {
 			return nil, nil, err
 		}
+		f.claims.marked, f.claims.avoiding = d.marks, d.avoids
 	}
 	return keys, f, nil
 }
 
-// Describer adapts Describe to the placement cache's KeyFunc, for the
-// policy that current gives at each call. The cache keeps of the claims only
-// what a peer needs (its marks).
+// Describer adapts DescribePeer to the placement cache's KeyFunc, for the
+// policy that current gives at each call.
 func Describer(current func() *Policy) func(context.Context, *placement.Pod) ([]string, any, error) {
 	return func(ctx context.Context, pod *placement.Pod) ([]string, any, error) {
-		keys, facts, err := current().Describe(ctx, pod)
-		if f, ok := facts.(*Facts); ok && f.claims != nil {
-			facts = &Facts{policy: f.policy, packed: f.packed, claims: f.claims.peerView()}
-		}
-		return keys, facts, err
+		return current().DescribePeer(ctx, pod)
 	}
 }
 
@@ -107,7 +120,7 @@ func decodeKeys(v ast.Value) ([]string, error) {
 // policy defines it.
 func (p *Policy) Conflicts(ctx context.Context, in *Input) ([]Conflict, error) {
 	var out []Conflict
-	if p.claimsAt > 0 {
+	if p.claims {
 		if err := p.join(ctx, in, &out, nil); err != nil {
 			return nil, err
 		}
@@ -141,7 +154,7 @@ func (p *Policy) Judge(ctx context.Context, in *Input) ([]Conflict, []Penalty, e
 	}
 	var conflicts []Conflict
 	var penalties []Penalty
-	if p.claimsAt > 0 {
+	if p.claims {
 		if err := p.join(ctx, in, &conflicts, &penalties); err != nil {
 			return nil, nil, err
 		}
@@ -188,7 +201,7 @@ func decodeConflicts(out []Conflict, v ast.Value) ([]Conflict, error) {
 // policy defines it.
 func (p *Policy) Penalties(ctx context.Context, in *Input) ([]Penalty, error) {
 	var out []Penalty
-	if p.claimsAt > 0 {
+	if p.claims {
 		if err := p.join(ctx, in, nil, &out); err != nil {
 			return nil, err
 		}

@@ -16,8 +16,10 @@
 // candidate nodes is done in Go by the callers.
 //
 // claims and facts are evaluated with peer_keys, once per version of a bound
-// pod (when the placement cache indexes it) and once per request for the
-// pending pod. claims say what a pod is to its peers (marks: token ->
+// pod (when the placement cache indexes it: facts and marks) and once per
+// request for the pending pod (facts, separate and spread; each part is
+// queried on its own, so a policy that writes them as rules of package
+// regosched.claims has only the part asked for evaluated). claims say what a pod is to its peers (marks: token ->
 // description) and which peers it avoids (separate: [{mark, rule}], hard, on
 // the node; spread: [{mark, rule, topology_key, weight}], soft); Go joins the
 // pending pod's entries with its peers' marks, so that no Rego runs per peer
@@ -73,14 +75,24 @@ type Policy struct {
 	// both evaluates conflicts and penalties in one pass (they share the
 	// work of matching the peers, which dominates); nil unless both exist.
 	both *rego.PreparedEvalQuery
-	// describe evaluates [peer_keys, facts, claims] (those defined) in one
-	// pass; nil when the bundle defines neither facts nor claims.
-	describe      *rego.PreparedEvalQuery
-	describeRules string // the rules describe evaluates, for errors
-	describeLen   int
-	// factsAt, claimsAt: the index of facts and claims in describe's
-	// answer, -1 when not defined.
+	// claims: whether the bundle defines claims.
+	claims bool
+	// Three views of a pod, each evaluated in one pass with peer_keys: all
+	// (facts and claims), as a peer (facts, marks) and as the pending pod
+	// (facts, separate and spread).
+	all, asPeer, asPending description
+}
+
+// description is a prepared query for [peer_keys, facts, claims] (those
+// defined), where claims may be some of its parts only.
+type description struct {
+	query *rego.PreparedEvalQuery // nil: peer_keys alone
+	rules string                  // what query evaluates, for errors
+	n     int
+	// factsAt, claimsAt: the index of facts and claims in the answer, -1
+	// when not in it.
 	factsAt, claimsAt int
+	marks, avoids     bool // the claims parts the query reads
 }
 
 // Compile compiles b, prepares its entry points and evaluates each once on a
@@ -99,7 +111,7 @@ func Compile(ctx context.Context, b *bundle.Bundle) (*Policy, error) {
 	// Data is read as Rego values: no conversion per evaluation.
 	store := inmem.NewFromObjectWithOpts(b.Data, inmem.OptReturnASTValuesOnRead(true))
 
-	p := &Policy{revision: revision(b), factsAt: -1, claimsAt: -1}
+	p := &Policy{revision: revision(b)}
 	defined := func(rule string) bool { return len(compiler.GetRules(ast.MustParseRef(rule))) > 0 }
 	if !defined(PeerKeysRule) {
 		return nil, fmt.Errorf("policy defines no rule %s", PeerKeysRule)
@@ -140,30 +152,56 @@ func Compile(ctx context.Context, b *bundle.Bundle) (*Policy, error) {
 		}
 		p.both = &pq
 	}
-	describe := []*ast.Term{ast.NewTerm(ast.MustParseRef(PeerKeysRule))}
-	rules := []string{PeerKeysRule}
-	for _, q := range []struct {
-		rule string
-		at   *int
-	}{{FactsRule, &p.factsAt}, {ClaimsRule, &p.claimsAt}} {
-		if defined(q.rule) {
-			*q.at = len(describe)
-			describe = append(describe, ast.NewTerm(ast.MustParseRef(q.rule)))
-			rules = append(rules, q.rule)
+	p.claims = defined(ClaimsRule)
+	for _, v := range []struct {
+		dst           *description
+		marks, avoids bool
+	}{{&p.all, true, true}, {&p.asPeer, true, false}, {&p.asPending, false, true}} {
+		if *v.dst, err = prepareDescription(ctx, compiler, store, defined(FactsRule), p.claims, v.marks, v.avoids); err != nil {
+			return nil, err
 		}
-	}
-	if len(describe) > 1 {
-		p.describeRules, p.describeLen = strings.Join(rules, ", "), len(describe)
-		pq, err := prepare(ctx, compiler, store, ast.ArrayTerm(describe...))
-		if err != nil {
-			return nil, fmt.Errorf("preparing %s: %w", p.describeRules, err)
-		}
-		p.describe = &pq
 	}
 	if err := p.smokeTest(ctx); err != nil {
 		return nil, fmt.Errorf("evaluating policy on a sample pod: %w", err)
 	}
 	return p, nil
+}
+
+// prepareDescription prepares the query of one view of a pod: peer_keys,
+// facts when defined, and of claims (when defined) the parts asked for.
+func prepareDescription(ctx context.Context, c *ast.Compiler, store storage.Store, facts, claims, marks, avoids bool) (description, error) {
+	d := description{factsAt: -1, claimsAt: -1, marks: marks, avoids: avoids}
+	terms := []*ast.Term{ast.NewTerm(ast.MustParseRef(PeerKeysRule))}
+	rules := []string{PeerKeysRule}
+	if facts {
+		d.factsAt = len(terms)
+		terms = append(terms, ast.NewTerm(ast.MustParseRef(FactsRule)))
+		rules = append(rules, FactsRule)
+	}
+	if claims {
+		var items [][2]*ast.Term
+		for _, part := range []struct {
+			name string
+			want bool
+		}{{"marks", marks}, {"separate", avoids}, {"spread", avoids}} {
+			if part.want {
+				items = append(items, ast.Item(ast.StringTerm(part.name), ast.NewTerm(ast.MustParseRef(ClaimsRule+"."+part.name))))
+				rules = append(rules, ClaimsRule+"."+part.name)
+			}
+		}
+		d.claimsAt = len(terms)
+		terms = append(terms, ast.ObjectTerm(items...))
+	}
+	if len(terms) == 1 {
+		return d, nil
+	}
+	d.rules, d.n = strings.Join(rules, ", "), len(terms)
+	pq, err := prepare(ctx, c, store, ast.ArrayTerm(terms...))
+	if err != nil {
+		return d, fmt.Errorf("preparing %s: %w", d.rules, err)
+	}
+	d.query = &pq
+	return d, nil
 }
 
 // prepare readies a query for a single term, whose results stay Rego values

@@ -48,3 +48,33 @@ entries(pod) := {name: m |
 }
 
 pod_entries := entries(input.pod)
+
+# Helpers of claims.rego.
+
+# Entry name -> [mark prefix, member facts], for each entry of the pod. A
+# mark names (entry, namespace, cluster, scope fact, its value, role): two
+# pods share one when they are of one entry, namespace and cluster, with the
+# role and the same value of the scope fact. Label values, namespaces and
+# entry names never hold "/"; a missing fact (unknown scope) gives no mark.
+# (concat, not a helper function: a call costs more than the concat.)
+mine := {name: [concat("/", [name, input.pod.namespace, m.cluster]), m] | some name, m in pod_entries}
+
+# The scope facts the rules of an entry compare.
+scopes(entry) := {r.scope |
+	some kind in rule_kinds
+	some r in object.get(entry, kind, [])
+}
+
+topology_key := {"node_spread": config.hostname_key, "zone_apart": config.zone_label}
+
+# The peer's role as named by the rule; for "*" the peer's actual roles.
+role_word(role, roles) := role if {
+	role != "*"
+} else := concat("/", roles - {"*"}) if {
+	count(roles) > 1
+} else := "pod"
+
+shard_part(scope, shard) := sprintf(" (shard %s)", [shard]) if {
+	scope == "shard"
+	shard != ""
+} else := ""
