@@ -142,7 +142,11 @@ func (p *Policy) claimsOf(ctx context.Context, pod *placement.Pod, asPeer bool) 
 		((asPeer && f.claims.marked) || (!asPeer && f.claims.avoiding)) {
 		return f.claims, nil
 	}
-	_, facts, err := p.Describe(ctx, pod)
+	view := &p.asPending // the view it is needed in, cheaper than all
+	if asPeer {
+		view = &p.asPeer
+	}
+	_, facts, err := p.describe(ctx, view, pod)
 	if err != nil {
 		return nil, err
 	}

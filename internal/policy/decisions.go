@@ -125,39 +125,45 @@ func (p *Policy) Conflicts(ctx context.Context, in *Input) ([]Conflict, error) {
 			return nil, err
 		}
 	}
-	if p.conflicts != nil {
-		v, err := eval(ctx, *p.conflicts, in.value(p))
-		if err != nil {
-			return nil, fmt.Errorf("evaluating %s: %w", ConflictsRule, err)
-		}
-		if out, err = decodeConflicts(out, v); err != nil {
-			return nil, err
-		}
+	out, err := p.pairwiseConflicts(ctx, in, out)
+	if err != nil {
+		return nil, err
 	}
 	return canonicalConflicts(out), nil
+}
+
+// pairwiseConflicts appends what the conflicts rule answers, if defined.
+func (p *Policy) pairwiseConflicts(ctx context.Context, in *Input, out []Conflict) ([]Conflict, error) {
+	if p.conflicts == nil {
+		return out, nil
+	}
+	v, err := eval(ctx, *p.conflicts, in.value(p))
+	if err != nil {
+		return nil, fmt.Errorf("evaluating %s: %w", ConflictsRule, err)
+	}
+	return decodeConflicts(out, v)
 }
 
 // Judge gives the hard and the soft rules at once, cheaper than Conflicts
 // and Penalties apart: both start from the same claims, and the Rego rules
 // (when defined) from matching the same peers.
 func (p *Policy) Judge(ctx context.Context, in *Input) ([]Conflict, []Penalty, error) {
-	if p.both == nil {
-		conflicts, err := p.Conflicts(ctx, in)
-		if err != nil {
-			return nil, nil, err
-		}
-		penalties, err := p.Penalties(ctx, in)
-		if err != nil {
-			return nil, nil, err
-		}
-		return conflicts, penalties, nil
-	}
 	var conflicts []Conflict
 	var penalties []Penalty
 	if p.claims {
 		if err := p.join(ctx, in, &conflicts, &penalties); err != nil {
 			return nil, nil, err
 		}
+	}
+	if p.both == nil { // one of the pairwise rules at most
+		var err error
+		if conflicts, err = p.pairwiseConflicts(ctx, in, conflicts); err != nil {
+			return nil, nil, err
+		}
+		if penalties, err = p.pairwisePenalties(ctx, in, penalties); err != nil {
+			return nil, nil, err
+		}
+		return canonicalConflicts(conflicts), canonicalPenalties(penalties), nil
 	}
 	v, err := eval(ctx, *p.both, in.value(p))
 	if err != nil {
@@ -206,16 +212,23 @@ func (p *Policy) Penalties(ctx context.Context, in *Input) ([]Penalty, error) {
 			return nil, err
 		}
 	}
-	if p.penalties != nil {
-		v, err := eval(ctx, *p.penalties, in.value(p))
-		if err != nil {
-			return nil, fmt.Errorf("evaluating %s: %w", PenaltiesRule, err)
-		}
-		if out, err = decodePenalties(out, v); err != nil {
-			return nil, err
-		}
+	out, err := p.pairwisePenalties(ctx, in, out)
+	if err != nil {
+		return nil, err
 	}
 	return canonicalPenalties(out), nil
+}
+
+// pairwisePenalties appends what the penalties rule answers, if defined.
+func (p *Policy) pairwisePenalties(ctx context.Context, in *Input, out []Penalty) ([]Penalty, error) {
+	if p.penalties == nil {
+		return out, nil
+	}
+	v, err := eval(ctx, *p.penalties, in.value(p))
+	if err != nil {
+		return nil, fmt.Errorf("evaluating %s: %w", PenaltiesRule, err)
+	}
+	return decodePenalties(out, v)
 }
 
 // decodePenalties appends the penalties of rule value v to out.
