@@ -9,10 +9,6 @@ import (
 	"github.com/regosched/regosched/internal/policy"
 )
 
-// hostnameKey is the topology key that names a single node; penalties on it
-// match the node name, which is always known even for nodes without labels.
-const hostnameKey = "kubernetes.io/hostname"
-
 // Prioritize scores candidates 0..MaxExtenderPriority: the node with the
 // highest total penalty scores 0, a node with none scores the maximum.
 // Nodes that score 0 are left out of the answer (kube-scheduler scores a
@@ -50,7 +46,7 @@ func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs)
 	for i, name := range names {
 		var labels map[string]string
 		for _, k := range keys {
-			if k.key == hostnameKey {
+			if k.key == policy.HostnameKey { // the node name, known even for nodes without labels
 				totals[i] += k.values[name]
 				continue
 			}

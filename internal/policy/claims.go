@@ -59,8 +59,14 @@ func newClaims(v ast.Value) (*claims, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s: %v is not an object", ClaimsRule, v)
 	}
+	return readClaims(func(field string) *ast.Term { return obj.Get(ast.StringTerm(field)) })
+}
+
+// readClaims reads claims from their parts; part returns nil for a part
+// that is not defined.
+func readClaims(part func(field string) *ast.Term) (*claims, error) {
 	c := &claims{}
-	if t := obj.Get(ast.StringTerm("marks")); t != nil {
+	if t := part("marks"); t != nil {
 		marks, ok := t.Value.(ast.Object)
 		if !ok {
 			return nil, fmt.Errorf("%s: marks %v is not an object", ClaimsRule, t)
@@ -79,17 +85,16 @@ func newClaims(v ast.Value) (*claims, error) {
 		}
 	}
 	var err error
-	if c.separate, err = readAvoids(obj, "separate", false); err != nil {
+	if c.separate, err = readAvoids(part("separate"), "separate", false); err != nil {
 		return nil, err
 	}
-	if c.spread, err = readAvoids(obj, "spread", true); err != nil {
+	if c.spread, err = readAvoids(part("spread"), "spread", true); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-func readAvoids(obj ast.Object, field string, soft bool) ([]avoid, error) {
-	t := obj.Get(ast.StringTerm(field))
+func readAvoids(t *ast.Term, field string, soft bool) ([]avoid, error) {
 	if t == nil {
 		return nil, nil
 	}
@@ -196,7 +201,7 @@ func (p *Policy) join(ctx context.Context, in *Input, conflicts *[]Conflict, pen
 				}
 				key := s.topologyKey.Value()
 				value := peer.Node
-				if key != hostnameKey {
+				if key != HostnameKey {
 					if value = in.Nodes[peer.Node][key]; value == "" {
 						continue // a node without the label is in no domain
 					}
@@ -214,9 +219,9 @@ func (p *Policy) join(ctx context.Context, in *Input, conflicts *[]Conflict, pen
 	return nil
 }
 
-// hostnameKey is the topology key that names a node: its domain is the
-// node itself, labelled or not.
-const hostnameKey = "kubernetes.io/hostname"
+// HostnameKey is the topology key that names a node: its domain is the node
+// itself, labelled or not.
+const HostnameKey = "kubernetes.io/hostname"
 
 // canonicalConflicts orders conflicts by node, peer, reason, rule and drops
 // duplicates, as a Rego set of them would.

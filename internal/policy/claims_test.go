@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -166,5 +167,48 @@ func BenchmarkDescribeViews(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestClaimsPartsUndefined: a policy whose claims is one object rule with
+// no spread, and whose facts are undefined for the pods: each part is read
+// on its own, so the join still applies separate.
+func TestClaimsPartsUndefined(t *testing.T) {
+	p := compileFS(t, fstest.MapFS{
+		"regosched/keys.rego": {Data: []byte(`package regosched
+
+peer_keys contains input.pod.labels.app if input.pod.labels.app != ""
+
+facts := "known" if input.pod.labels.known == "yes"
+
+claims := {
+	"marks": {"web": "{pod} serves web"},
+	"separate": [{"mark": "web", "rule": "one-web-per-node"}],
+} if input.pod.labels.app == "web"
+`)},
+	})
+	web := map[string]string{"app": "web"}
+	in := &Input{
+		Pod:   pod("web-new", "pending", "", web),
+		Peers: []*placement.Pod{pod("web-0", "u0", "node-0", web), pod("db-0", "u1", "node-1", map[string]string{"app": "db"})},
+	}
+	want := []Conflict{{Node: "node-0", Rule: "one-web-per-node", Reason: "shop/web-0 serves web", Peer: "u0"}}
+	for mode, in := range map[string]*Input{"labels": in, "described": withFacts(t, p, in)} {
+		t.Run(mode, func(t *testing.T) {
+			got, pens, err := p.Judge(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := gocmp.Diff(want, got); diff != "" {
+				t.Errorf("Judge() conflicts mismatch (-want +got):\n%s", diff)
+			}
+			if len(pens) != 0 {
+				t.Errorf("Judge() penalties = %v, want none (no spread)", pens)
+			}
+		})
+	}
+	// Described, the pod keeps its claims though facts are undefined for it.
+	if f, ok := withFacts(t, p, in).Peers[0].Facts.(*Facts); !ok || f.packed != "" || f.claims == nil || len(f.claims.marks) != 1 {
+		t.Errorf("described peer facts = %+v, want claims with one mark and no packed facts", f)
 	}
 }

@@ -70,26 +70,43 @@ func (p *Policy) describe(ctx context.Context, d *description, pod *placement.Po
 	}
 	arr, ok := v.(*ast.Array)
 	if v == nil || !ok || arr.Len() != d.n {
-		// Undefined facts or claims: keys alone, as without them.
+		// Undefined peer_keys (the optional parts never are): keys alone.
 		keys, err = p.PeerKeys(ctx, pod)
 		return keys, nil, err
 	}
 	if keys, err = decodeKeys(arr.Elem(0).Value); err != nil || len(keys) == 0 {
 		return keys, nil, err
 	}
+	// one unwraps an optional part: nil when undefined for this pod.
+	one := func(at int) *ast.Term {
+		if a, ok := arr.Elem(at).Value.(*ast.Array); ok && a.Len() == 1 {
+			return a.Elem(0)
+		}
+		return nil
+	}
 	f := &Facts{policy: p}
 	if d.factsAt > 0 {
-		packed, err := newFacts(p, arr.Elem(d.factsAt).Value)
+		if t := one(d.factsAt); t != nil {
+			if f.packed, err = packFacts(t.Value); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if len(d.claims) > 0 {
+		f.claims, err = readClaims(func(name string) *ast.Term {
+			for _, part := range d.claims {
+				if part.name == name {
+					return one(part.at)
+				}
+			}
+			return nil
+		})
 		if err != nil {
 			return nil, nil, err
 		}
-		f.packed = packed.packed
-	}
-	if d.claimsAt > 0 {
-		if f.claims, err = newClaims(arr.Elem(d.claimsAt).Value); err != nil {
-			return nil, nil, err
-		}
 		f.claims.marked, f.claims.avoiding = d.marks, d.avoids
+	} else if f.packed == "" {
+		return keys, nil, nil // nothing to keep
 	}
 	return keys, f, nil
 }

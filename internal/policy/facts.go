@@ -29,11 +29,20 @@ type Facts struct {
 
 // newFacts packs v, which must be a ground value (a rule's result is).
 func newFacts(p *Policy, v ast.Value) (*Facts, error) {
+	packed, err := packFacts(v)
+	if err != nil {
+		return nil, err
+	}
+	return &Facts{policy: p, packed: packed}, nil
+}
+
+// packFacts packs the value of the facts rule.
+func packFacts(v ast.Value) (string, error) {
 	var b strings.Builder
 	if err := pack(&b, v); err != nil {
-		return nil, fmt.Errorf("%s: %w", FactsRule, err)
+		return "", fmt.Errorf("%s: %w", FactsRule, err)
 	}
-	return &Facts{policy: p, packed: b.String()}, nil
+	return b.String(), nil
 }
 
 // term unpacks the facts for an input.

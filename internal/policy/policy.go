@@ -17,18 +17,19 @@
 //
 // claims and facts are evaluated with peer_keys, once per version of a bound
 // pod (when the placement cache indexes it: facts and marks) and once per
-// request for the pending pod (facts, separate and spread; each part is
-// queried on its own, so a policy that writes them as rules of package
-// regosched.claims has only the part asked for evaluated). claims say what a pod is to its peers (marks: token ->
-// description) and which peers it avoids (separate: [{mark, rule}], hard, on
-// the node; spread: [{mark, rule, topology_key, weight}], soft); Go joins the
-// pending pod's entries with its peers' marks, so that no Rego runs per peer
-// (claims.go). conflicts and penalties are pairwise rules for what marks
-// cannot say; their answers add to the join's. facts come back as pod.facts
-// of that pod in every later input of those rules under the same policy, so
-// that they need not work out again per peer what the labels mean. A pod
-// without facts (none defined, or computed under another policy) has no
-// pod.facts field.
+// request for the pending pod (facts, separate and spread). Each part is
+// queried on its own: a policy that writes them as rules of package
+// regosched.claims has only the parts asked for evaluated, and a part
+// undefined for a pod leaves the others. claims say what a pod is to its
+// peers (marks: token -> description) and which peers it avoids (separate:
+// [{mark, rule}], hard, on the node; spread: [{mark, rule, topology_key,
+// weight}], soft); Go joins the pending pod's entries with its peers' marks,
+// so that no Rego runs per peer (claims.go). conflicts and penalties are
+// pairwise rules for what marks cannot say; their answers add to the join's.
+// facts come back as pod.facts of that pod in every later input of those
+// rules under the same policy, so that they need not work out again per peer
+// what the labels mean. A pod without facts (none defined, or computed under
+// another policy) has no pod.facts field.
 package policy
 
 import (
@@ -83,16 +84,25 @@ type Policy struct {
 	all, asPeer, asPending description
 }
 
-// description is a prepared query for [peer_keys, facts, claims] (those
-// defined), where claims may be some of its parts only.
+// description is a prepared query for [peer_keys, facts, claims parts]
+// (those defined and asked for). Each optional part is asked for as
+// [x | x := part], a zero- or one-element array, so that a part undefined
+// for a pod (a policy's facts for pods it does not know, claims without
+// spread) leaves the others, rather than making the whole answer undefined.
 type description struct {
 	query *rego.PreparedEvalQuery // nil: peer_keys alone
 	rules string                  // what query evaluates, for errors
 	n     int
-	// factsAt, claimsAt: the index of facts and claims in the answer, -1
-	// when not in it.
-	factsAt, claimsAt int
-	marks, avoids     bool // the claims parts the query reads
+	// factsAt: the index of facts in the answer, -1 when not in it;
+	// claims: the claims parts in the answer, in this order.
+	factsAt       int
+	claims        []claimsPart
+	marks, avoids bool // the claims parts the query reads
+}
+
+type claimsPart struct {
+	name string // marks, separate or spread
+	at   int
 }
 
 // Compile compiles b, prepares its entry points and evaluates each once on a
@@ -170,27 +180,30 @@ func Compile(ctx context.Context, b *bundle.Bundle) (*Policy, error) {
 // prepareDescription prepares the query of one view of a pod: peer_keys,
 // facts when defined, and of claims (when defined) the parts asked for.
 func prepareDescription(ctx context.Context, c *ast.Compiler, store storage.Store, facts, claims, marks, avoids bool) (description, error) {
-	d := description{factsAt: -1, claimsAt: -1, marks: marks, avoids: avoids}
+	d := description{factsAt: -1, marks: marks, avoids: avoids}
 	terms := []*ast.Term{ast.NewTerm(ast.MustParseRef(PeerKeysRule))}
 	rules := []string{PeerKeysRule}
+	optional := func(rule, field string) {
+		terms = append(terms, zeroOrOne(rule, field))
+		if field != "" {
+			rule += "." + field
+		}
+		rules = append(rules, rule)
+	}
 	if facts {
 		d.factsAt = len(terms)
-		terms = append(terms, ast.NewTerm(ast.MustParseRef(FactsRule)))
-		rules = append(rules, FactsRule)
+		optional(FactsRule, "")
 	}
 	if claims {
-		var items [][2]*ast.Term
 		for _, part := range []struct {
 			name string
 			want bool
 		}{{"marks", marks}, {"separate", avoids}, {"spread", avoids}} {
 			if part.want {
-				items = append(items, ast.Item(ast.StringTerm(part.name), ast.NewTerm(ast.MustParseRef(ClaimsRule+"."+part.name))))
-				rules = append(rules, ClaimsRule+"."+part.name)
+				d.claims = append(d.claims, claimsPart{part.name, len(terms)})
+				optional(ClaimsRule, part.name)
 			}
 		}
-		d.claimsAt = len(terms)
-		terms = append(terms, ast.ObjectTerm(items...))
 	}
 	if len(terms) == 1 {
 		return d, nil
@@ -202,6 +215,23 @@ func prepareDescription(ctx context.Context, c *ast.Compiler, store storage.Stor
 	}
 	d.query = &pq
 	return d, nil
+}
+
+// zeroOrOne is [x | x := rule]: the value of rule in an array, empty when
+// it is undefined. A field of claims is written [x | k := field; x :=
+// claims[k]], which evaluates the same (k is bound before the reference is
+// evaluated, so only the rules of that field run) but does not let the type
+// checker reject a claims object without that field, which newClaims accepts.
+func zeroOrOne(rule, field string) *ast.Term {
+	x, k := ast.VarTerm("x"), ast.VarTerm("k")
+	ref := ast.MustParseRef(rule)
+	if field == "" {
+		return ast.ArrayComprehensionTerm(x, ast.NewBody(ast.Assign.Expr(x, ast.NewTerm(ref))))
+	}
+	return ast.ArrayComprehensionTerm(x, ast.NewBody(
+		ast.Assign.Expr(k, ast.StringTerm(field)),
+		ast.Assign.Expr(x, ast.NewTerm(ref.Append(k))),
+	))
 }
 
 // prepare readies a query for a single term, whose results stay Rego values
