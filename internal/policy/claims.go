@@ -3,10 +3,10 @@ package policy
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
-	"unique"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -19,11 +19,16 @@ import (
 // separate and spread with its peers' marks in Go, which costs nanoseconds
 // per peer where a pairwise Rego rule costs tens of microseconds.
 //
-// Strings are interned: every pod of a cluster carries the same marks and
-// descriptions, so a cached pod holds handles (8 bytes each), and the join
-// compares handles instead of strings.
+// The placement cache keeps the marks of every bound pod, so they are
+// packed into one string: one allocation without pointers, which the
+// garbage collector does not scan (interned strings, the first design, took
+// about 800 bytes per pod in unique's maps once clusters are many and small,
+// and forty heap objects).
 type claims struct {
-	marks    []mark
+	// marks holds, for each mark, its token then its description (what
+	// describes the pod in a denial; {pod} stands for its namespace/name),
+	// each as a uvarint length and the bytes.
+	marks    string
 	separate []avoid
 	spread   []avoid
 	// marked, avoiding: whether marks, and separate and spread, were
@@ -31,16 +36,10 @@ type claims struct {
 	marked, avoiding bool
 }
 
-type mark struct {
-	token unique.Handle[string]
-	// what describes the pod in a denial; {pod} stands for its namespace/name.
-	what unique.Handle[string]
-}
-
 type avoid struct {
-	mark, rule  unique.Handle[string]
-	topologyKey unique.Handle[string] // spread only
-	weight      float64               // spread only
+	mark, rule  string
+	topologyKey string  // spread only
+	weight      float64 // spread only
 }
 
 // podPlaceholder in a mark's description is replaced by the peer's
@@ -71,18 +70,20 @@ func readClaims(part func(field string) *ast.Term) (*claims, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s: marks %v is not an object", ClaimsRule, t)
 		}
+		var packed []byte
 		err := marks.Iter(func(k, v *ast.Term) error {
 			token, ok1 := k.Value.(ast.String)
 			what, ok2 := v.Value.(ast.String)
 			if !ok1 || !ok2 {
 				return fmt.Errorf("%s: mark %v: %v is not a string to a string", ClaimsRule, k, v)
 			}
-			c.marks = append(c.marks, mark{unique.Make(string(token)), unique.Make(string(what))})
+			packed = appendString(appendString(packed, string(token)), string(what))
 			return nil
 		})
 		if err != nil {
 			return nil, err
 		}
+		c.marks = string(packed)
 	}
 	var err error
 	if c.separate, err = readAvoids(part("separate"), "separate", false); err != nil {
@@ -94,14 +95,59 @@ func readClaims(part func(field string) *ast.Term) (*claims, error) {
 	return c, nil
 }
 
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+// nextString reads a string appendString wrote at the start of s; ok is
+// false at the end of s.
+func nextString(s string) (str, rest string, ok bool) {
+	var n uint64
+	for i, shift := 0, uint(0); i < len(s) && i < binary.MaxVarintLen64; i, shift = i+1, shift+7 {
+		b := s[i]
+		n |= uint64(b&0x7f) << shift
+		if b < 0x80 {
+			if end := uint64(i + 1); n <= uint64(len(s))-end {
+				return s[end : end+n], s[end+n:], true
+			}
+			break
+		}
+	}
+	return "", "", false
+}
+
+// eachMark calls f with the token and description of every mark until f
+// returns false.
+func (c *claims) eachMark(f func(token, what string) bool) {
+	for s := c.marks; ; {
+		token, rest, ok1 := nextString(s)
+		what, rest, ok2 := nextString(rest)
+		if !ok1 || !ok2 || !f(token, what) {
+			return
+		}
+		s = rest
+	}
+}
+
+// what returns the description of token among the marks.
+func (c *claims) what(token string) (what string, found bool) {
+	c.eachMark(func(t, w string) bool {
+		if t == token {
+			what, found = w, true
+		}
+		return !found
+	})
+	return what, found
+}
+
 func readAvoids(t *ast.Term, field string, soft bool) ([]avoid, error) {
 	if t == nil {
 		return nil, nil
 	}
 	var out []avoid
 	err := forEachObject(t.Value, ClaimsRule+" "+field, func(t *ast.Term, o ast.Object) error {
-		a := avoid{mark: unique.Make(str(o, "mark")), rule: unique.Make(str(o, "rule")), weight: 1}
-		if a.mark.Value() == "" || a.rule.Value() == "" {
+		a := avoid{mark: str(o, "mark"), rule: str(o, "rule"), weight: 1}
+		if a.mark == "" || a.rule == "" {
 			return fmt.Errorf("%s %s: %v needs a string mark and rule", ClaimsRule, field, t)
 		}
 		if soft {
@@ -109,7 +155,7 @@ func readAvoids(t *ast.Term, field string, soft bool) ([]avoid, error) {
 			if key == "" {
 				return fmt.Errorf("%s %s: %v has no topology_key", ClaimsRule, field, t)
 			}
-			a.topologyKey = unique.Make(key)
+			a.topologyKey = key
 			if w := o.Get(ast.StringTerm("weight")); w != nil {
 				n, _ := w.Value.(ast.Number)
 				f, ok := n.Float64()
@@ -123,16 +169,6 @@ func readAvoids(t *ast.Term, field string, soft bool) ([]avoid, error) {
 		return nil
 	})
 	return out, err
-}
-
-// what returns the description of token among the marks.
-func (c *claims) what(token unique.Handle[string]) (unique.Handle[string], bool) {
-	for _, m := range c.marks {
-		if m.token == token {
-			return m.what, true
-		}
-	}
-	return unique.Handle[string]{}, false
 }
 
 // claimsOf returns the claims of pod under p, with its marks (asPeer) or
@@ -187,8 +223,8 @@ func (p *Policy) join(ctx context.Context, in *Input, conflicts *[]Conflict, pen
 				if what, ok := theirs.what(s.mark); ok {
 					cs = append(cs, Conflict{
 						Node:   peer.Node,
-						Rule:   s.rule.Value(),
-						Reason: strings.Replace(what.Value(), podPlaceholder, peer.Key(), 1),
+						Rule:   s.rule,
+						Reason: strings.Replace(what, podPlaceholder, peer.Key(), 1),
 						Peer:   peer.UID,
 					})
 				}
@@ -199,14 +235,14 @@ func (p *Policy) join(ctx context.Context, in *Input, conflicts *[]Conflict, pen
 				if _, ok := theirs.what(s.mark); !ok {
 					continue
 				}
-				key := s.topologyKey.Value()
+				key := s.topologyKey
 				value := peer.Node
 				if key != HostnameKey {
 					if value = in.Nodes[peer.Node][key]; value == "" {
 						continue // a node without the label is in no domain
 					}
 				}
-				ps = append(ps, Penalty{TopologyKey: key, Value: value, Weight: s.weight, Rule: s.rule.Value(), Peer: peer.UID})
+				ps = append(ps, Penalty{TopologyKey: key, Value: value, Weight: s.weight, Rule: s.rule, Peer: peer.UID})
 			}
 		}
 	}

@@ -109,7 +109,7 @@ func TestNewClaimsErrors(t *testing.T) {
 		})
 	}
 	c, err := newClaims(ast.MustParseTerm(`{"marks": {"m": "w"}, "spread": {{"mark": "m", "rule": "r", "topology_key": "k"}}}`).Value)
-	if err != nil || len(c.marks) != 1 || len(c.spread) != 1 || c.spread[0].weight != 1 {
+	if err != nil || countMarks(c) != 1 || len(c.spread) != 1 || c.spread[0].weight != 1 {
 		t.Errorf("newClaims(valid) = %+v, %v; want one mark and one spread of weight 1", c, err)
 	}
 }
@@ -131,8 +131,8 @@ func TestCachedClaimsKeepMarksOnly(t *testing.T) {
 	if len(f.claims.separate) == 0 || len(f.claims.spread) == 0 {
 		t.Fatalf("Describe() claims = %+v; want separate and spread entries", f.claims)
 	}
-	if c.claims.separate != nil || c.claims.spread != nil || len(c.claims.marks) != len(f.claims.marks) || c.policy != p {
-		t.Errorf("cached claims = %+v; want the %d marks alone", c.claims, len(f.claims.marks))
+	if c.claims.separate != nil || c.claims.spread != nil || c.claims.marks != f.claims.marks || c.policy != p {
+		t.Errorf("cached claims = %+v; want the %d marks alone", c.claims, countMarks(f.claims))
 	}
 }
 
@@ -208,7 +208,41 @@ claims := {
 		})
 	}
 	// Described, the pod keeps its claims though facts are undefined for it.
-	if f, ok := withFacts(t, p, in).Peers[0].Facts.(*Facts); !ok || f.packed != "" || f.claims == nil || len(f.claims.marks) != 1 {
+	if f, ok := withFacts(t, p, in).Peers[0].Facts.(*Facts); !ok || f.packed != "" || f.claims == nil || countMarks(f.claims) != 1 {
 		t.Errorf("described peer facts = %+v, want claims with one mark and no packed facts", f)
+	}
+}
+
+// countMarks counts the marks of c.
+func countMarks(c *claims) int {
+	n := 0
+	c.eachMark(func(string, string) bool { n++; return true })
+	return n
+}
+
+// TestPackedMarks: marks read back as written, whatever their length, and a
+// truncated packing ends the marks early instead of panicking.
+func TestPackedMarks(t *testing.T) {
+	long := strings.Repeat("x", 300) // a two-byte length
+	c, err := newClaims(ast.MustParseTerm(`{"marks": {"a": "", "b": "{pod} is b", "` + long + `": "` + long + `"}}`).Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	c.eachMark(func(token, what string) bool { got[token] = what; return true })
+	if diff := gocmp.Diff(map[string]string{"a": "", "b": "{pod} is b", long: long}, got); diff != "" {
+		t.Errorf("marks mismatch (-want +got):\n%s", diff)
+	}
+	if what, ok := c.what("b"); !ok || what != "{pod} is b" {
+		t.Errorf("what(b) = %q, %v; want its description", what, ok)
+	}
+	if _, ok := c.what("c"); ok {
+		t.Error("what(c) found a mark the pod does not hold")
+	}
+	for i := range len(c.marks) {
+		n := countMarks(&claims{marks: c.marks[:i]})
+		if n > 2 {
+			t.Errorf("%d of %d bytes read as %d marks, want at most 2", i, len(c.marks), n)
+		}
 	}
 }
