@@ -3,6 +3,7 @@ package decision
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -117,7 +118,12 @@ func newDecider(t testing.TB, bound []*placement.Pod, reg prometheus.Registerer)
 	return d, client
 }
 
-func names(n ...string) *[]string { return &n }
+// names is a candidate list of its own: Filter moves the kept candidates
+// to the front of the list it is given, as each request decodes its own.
+func names(n ...string) *[]string {
+	c := slices.Clone(n)
+	return &c
+}
 
 func TestFilter(t *testing.T) {
 	candidates := []string{"node-1", "node-2", "node-3", "node-4"}
@@ -242,7 +248,7 @@ func TestFilterFullNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &extenderv1.ExtenderFilterResult{
-		Nodes:       &v1.NodeList{Items: []v1.Node{nodes.Items[1]}},
+		Nodes:       &v1.NodeList{Items: []v1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "node-2", Labels: zones["node-2"]}}}},
 		FailedNodes: extenderv1.FailedNodesMap{},
 		FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
 			"node-1": "elasticsearch: data logs/es-data-0 of cluster es already on this node",

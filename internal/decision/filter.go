@@ -21,21 +21,24 @@ import (
 // hard rule. A removed node goes to FailedNodes when every conflicting peer
 // on it has a lower priority than the pod (preemption may help), otherwise to
 // FailedAndUnresolvableNodes. The result echoes the form of the request:
-// NodeNames for NodeNames, Nodes for Nodes.
+// NodeNames for NodeNames, Nodes for Nodes, whose list it reuses: the kept
+// candidates are moved to its front, so a caller must not read args'
+// candidates afterwards (a request decodes its own).
 func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error) {
 	s, err := d.lookup(ctx, args.Pod, true)
 	if err != nil {
 		return nil, err
 	}
-	result, err := d.filter(ctx, s, args)
+	result, kept, err := d.filter(ctx, s, args)
 	if err != nil {
 		return nil, err
 	}
-	if !filterKeeps(result) && d.refreshPeers(ctx, s, result) {
-		if result, err = d.filter(ctx, s, args); err != nil {
+	if len(kept) == 0 && d.refreshPeers(ctx, s, result) {
+		if result, kept, err = d.filter(ctx, s, args); err != nil {
 			return nil, err
 		}
 	}
+	keep(args, result, kept)
 	if filterKeeps(result) {
 		// From now until its binding is seen, this pod holds its peers'
 		// filter calls back (when in-flight tracking is on): they must not
@@ -102,19 +105,24 @@ func filterKeeps(r *extenderv1.ExtenderFilterResult) bool {
 	return (r.NodeNames != nil && len(*r.NodeNames) > 0) || (r.Nodes != nil && len(r.Nodes.Items) > 0)
 }
 
-func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error) {
+// filter decides which candidates fail, and returns the runs of the kept
+// ones (start and end index in the candidates, in pairs; none when none is
+// kept) for keep to apply: the candidate list is not touched until the last
+// decision, as Filter may decide twice.
+func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, []int, error) {
+	all := compactRuns([]int{0, len(candidateNames(args))})
 	if len(s.peers) == 0 {
 		d.scores.put(s.pod.UID, s.policy, nil) // nothing to prefer: prioritize need not look
-		return passAll(args), nil
+		return &extenderv1.ExtenderFilterResult{}, all, nil
 	}
 	conflicts, penalties, err := s.policy.Judge(ctx, d.input(s))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Prioritize, next, scores with these instead of evaluating again.
 	d.scores.put(s.pod.UID, s.policy, penalties)
 	if len(conflicts) == 0 {
-		return passAll(args), nil
+		return &extenderv1.ExtenderFilterResult{}, all, nil
 	}
 	byNode := map[string][]policy.Conflict{}
 	for _, c := range conflicts {
@@ -125,8 +133,8 @@ func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.Exten
 		FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{},
 	}
 	// One pass over the candidates, in the scheduler's order: a look-up in
-	// byNode (a handful of nodes) per name, and the kept ones copied in runs
-	// between failed ones rather than one by one.
+	// byNode (a handful of nodes) per name; the kept ones are moved later, in
+	// runs between failed ones rather than one by one.
 	names := candidateNames(args)
 	var kept []int // start and end of each run of kept candidates
 	start := 0
@@ -154,29 +162,59 @@ func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.Exten
 			result.FailedAndUnresolvableNodes[name] = reason
 		}
 	}
-	kept = append(kept, start, len(names))
+	if start < len(names) {
+		kept = append(kept, start, len(names))
+	}
 	d.log.WithFields(map[string]any{
 		"pod":          s.pod.Key(),
 		"candidates":   len(names),
 		"failed":       len(result.FailedNodes),
 		"unresolvable": len(result.FailedAndUnresolvableNodes),
 	}).Debug("filter")
+	return result, compactRuns(kept), nil
+}
 
-	n := len(names) - len(result.FailedNodes) - len(result.FailedAndUnresolvableNodes)
-	if args.NodeNames != nil {
-		out := make([]string, 0, n)
-		for r := 0; r < len(kept); r += 2 {
-			out = append(out, names[kept[r]:kept[r+1]]...)
+// compactRuns drops the empty runs (between adjacent failed candidates).
+func compactRuns(kept []int) []int {
+	out := kept[:0]
+	for r := 0; r < len(kept); r += 2 {
+		if kept[r] < kept[r+1] {
+			out = append(out, kept[r], kept[r+1])
 		}
-		result.NodeNames = &out
-	} else if args.Nodes != nil {
-		items := make([]v1.Node, 0, n)
-		for r := 0; r < len(kept); r += 2 {
-			items = append(items, args.Nodes.Items[kept[r]:kept[r+1]]...)
-		}
-		result.Nodes = &v1.NodeList{Items: items}
 	}
-	return result, nil
+	return out
+}
+
+// keep sets the kept candidates of result, in the form of the request
+// (NodeNames for NodeNames, Nodes for Nodes): the runs kept are moved to the
+// front of the request's own list, in place, as nothing reads the request's
+// candidates after the decision (copy handles the overlap, which is always
+// towards the front). A request's list is decoded for this call alone; in
+// place, a filter answer allocates nothing per candidate.
+func keep(args *extenderv1.ExtenderArgs, result *extenderv1.ExtenderFilterResult, kept []int) {
+	switch {
+	case args.NodeNames != nil:
+		names := *args.NodeNames
+		n := 0
+		for r := 0; r < len(kept); r += 2 {
+			if kept[r] != n { // a run already in place is not copied onto itself
+				copy(names[n:], names[kept[r]:kept[r+1]])
+			}
+			n += kept[r+1] - kept[r]
+		}
+		names = names[:n]
+		result.NodeNames = &names
+	case args.Nodes != nil:
+		items := args.Nodes.Items
+		n := 0
+		for r := 0; r < len(kept); r += 2 {
+			if kept[r] != n {
+				copy(items[n:], items[kept[r]:kept[r+1]])
+			}
+			n += kept[r+1] - kept[r]
+		}
+		result.Nodes = &v1.NodeList{ListMeta: args.Nodes.ListMeta, Items: items[:n]}
+	}
 }
 
 // logDenial is the decision log of one hard denial: which rule kept the
@@ -192,11 +230,6 @@ func (d *Decider) logDenial(s *subject, node string, c policy.Conflict, resolvab
 		fields["peer"] = p.Key()
 	}
 	d.log.WithFields(fields).Info("denied")
-}
-
-// passAll keeps every candidate.
-func passAll(args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
-	return &extenderv1.ExtenderFilterResult{Nodes: args.Nodes, NodeNames: args.NodeNames}
 }
 
 // joinReasons gives one line per distinct reason, in a stable order.
