@@ -75,6 +75,7 @@ type Decider struct {
 	opts       Options
 	locks      *groupLocks
 	scores     *scoreCache
+	totals     totalsBuffers
 	denials    *prometheus.CounterVec
 	waits      prometheus.Histogram
 	binds      *prometheus.CounterVec

@@ -286,7 +286,7 @@ func TestNoPolicy(t *testing.T) {
 	if _, err := d.Filter(context.Background(), args); !errors.Is(err, ErrNoPolicy) {
 		t.Errorf("Filter() error = %v, want ErrNoPolicy", err)
 	}
-	if _, err := d.Prioritize(context.Background(), args); !errors.Is(err, ErrNoPolicy) {
+	if _, err := d.Prioritize(context.Background(), args, nil); !errors.Is(err, ErrNoPolicy) {
 		t.Errorf("Prioritize() error = %v, want ErrNoPolicy", err)
 	}
 }
@@ -337,9 +337,12 @@ func TestPrioritize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, _ := newDecider(t, tt.peers, prometheus.NewRegistry())
+			// A recycled list with an entry of a previous answer: overwritten.
+			recycled := make(extenderv1.HostPriorityList, 1, 8)
+			recycled[0] = extenderv1.HostPriority{Host: "stale", Score: 1}
 			got, err := d.Prioritize(context.Background(), &extenderv1.ExtenderArgs{
 				Pod: pendingPod(tt.pod), NodeNames: names(candidates...),
-			})
+			}, recycled)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -358,7 +361,7 @@ func TestPrioritizeFullNodesUsesRequestLabels(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"topology.kubernetes.io/zone": "zone-a"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "node-b", Labels: map[string]string{"topology.kubernetes.io/zone": "zone-b"}}},
 	}}
-	got, err := d.Prioritize(context.Background(), &extenderv1.ExtenderArgs{Pod: pendingPod(esData("es-data-1", "")), Nodes: nodes})
+	got, err := d.Prioritize(context.Background(), &extenderv1.ExtenderArgs{Pod: pendingPod(esData("es-data-1", "")), Nodes: nodes}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@ package decision
 import (
 	"context"
 	"math"
+	"slices"
+	"sync"
 
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
@@ -13,7 +15,13 @@ import (
 // highest total penalty scores 0, a node with none scores the maximum.
 // Nodes that score 0 are left out of the answer (kube-scheduler scores a
 // missing node 0), and a pod with no peers gets an empty list: no preference.
-func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
+// The scores are appended to dst[:0] (nil: a new list), so that a caller
+// can recycle the list, one entry per candidate, between calls.
+func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs, dst extenderv1.HostPriorityList) (extenderv1.HostPriorityList, error) {
+	if dst == nil {
+		dst = extenderv1.HostPriorityList{} // empty, not null, in JSON
+	}
+	dst = dst[:0]
 	penalties, err := d.penalties(ctx, args)
 	if err != nil {
 		return nil, err
@@ -27,7 +35,7 @@ func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs)
 		byKey[p.TopologyKey][p.Value] += p.Weight
 	}
 	if len(byKey) == 0 {
-		return extenderv1.HostPriorityList{}, nil
+		return dst, nil
 	}
 
 	// A slice, not the map, in the loop over candidates: ranging over a map
@@ -41,7 +49,8 @@ func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs)
 		keys = append(keys, keyed{key, values})
 	}
 	names := candidateNames(args)
-	totals := make([]float64, len(names))
+	totals := d.totals.get(len(names))
+	defer d.totals.put(totals)
 	var highest float64
 	for i, name := range names {
 		var labels map[string]string
@@ -60,16 +69,16 @@ func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs)
 		highest = math.Max(highest, totals[i])
 	}
 	if highest == 0 {
-		return extenderv1.HostPriorityList{}, nil
+		return dst, nil
 	}
-	out := make(extenderv1.HostPriorityList, 0, len(names))
+	dst = slices.Grow(dst, len(names))
 	for i, name := range names {
 		score := int64(math.Round(float64(extenderv1.MaxExtenderPriority) * (highest - totals[i]) / highest))
 		if score > 0 {
-			out = append(out, extenderv1.HostPriority{Host: name, Score: score})
+			dst = append(dst, extenderv1.HostPriority{Host: name, Score: score})
 		}
 	}
-	return out, nil
+	return dst, nil
 }
 
 // penalties are those filter computed for this pod just before, or else
@@ -104,3 +113,20 @@ func (d *Decider) nodeLabels(args *extenderv1.ExtenderArgs, i int, name string) 
 	}
 	return labels
 }
+
+// totalsBuffers recycles the per-candidate totals of Prioritize.
+type totalsBuffers struct {
+	pool sync.Pool // of *[]float64
+}
+
+// get returns n zeroed totals.
+func (b *totalsBuffers) get(n int) []float64 {
+	if p, ok := b.pool.Get().(*[]float64); ok && cap(*p) >= n {
+		t := (*p)[:n]
+		clear(t)
+		return t
+	}
+	return make([]float64, n)
+}
+
+func (b *totalsBuffers) put(t []float64) { b.pool.Put(&t) }

@@ -178,7 +178,7 @@ func Explain(ctx context.Context, pod *corev1.Pod, opts Options) (*Report, error
 	if len(kept) > 0 {
 		// Only the nodes filter kept, as the scheduler does: the scores are
 		// relative to the worst candidate, so a rejected node must not count.
-		prios, err := decider.Prioritize(ctx, &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &kept})
+		prios, err := decider.Prioritize(ctx, &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &kept}, nil)
 		if err != nil {
 			return nil, fmt.Errorf("prioritize: %w", err)
 		}

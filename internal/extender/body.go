@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"sync"
+
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 )
 
 // maxPooledBody is the largest buffer kept for reuse: enough for the node
@@ -47,4 +49,31 @@ func decode[A any](b *bodyBuffers, body io.Reader, size, limit int64, decode fun
 		return nil, fmt.Errorf("reading the request body: %w", err)
 	}
 	return decode(buf.Bytes())
+}
+
+// priorityLists recycles HostPriorityLists between prioritize calls.
+type priorityLists struct {
+	pool sync.Pool // of *extenderv1.HostPriorityList
+}
+
+// maxPooledPriorities bounds the lists kept: more candidates than any
+// cluster has nodes would be an outlier not worth keeping.
+const maxPooledPriorities = 16384
+
+// get returns an empty list, with room when one was recycled.
+func (l *priorityLists) get() extenderv1.HostPriorityList {
+	if p, ok := l.pool.Get().(*extenderv1.HostPriorityList); ok {
+		return (*p)[:0]
+	}
+	return extenderv1.HostPriorityList{}
+}
+
+// put recycles list, which nothing may read afterwards.
+func (l *priorityLists) put(list extenderv1.HostPriorityList) {
+	if c := cap(list); c > 0 && c <= maxPooledPriorities {
+		// Cleared: a kept Host would keep the last request's decoded strings alive.
+		clear(list)
+		list = list[:0]
+		l.pool.Put(&list)
+	}
 }

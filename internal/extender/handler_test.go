@@ -33,9 +33,9 @@ func (s *stubDecider) Filter(_ context.Context, args *extenderv1.ExtenderArgs) (
 	return s.filter, s.err
 }
 
-func (s *stubDecider) Prioritize(_ context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
+func (s *stubDecider) Prioritize(_ context.Context, args *extenderv1.ExtenderArgs, dst extenderv1.HostPriorityList) (extenderv1.HostPriorityList, error) {
 	s.got = args
-	return s.priorities, s.err
+	return append(dst, s.priorities...), s.err
 }
 
 func (s *stubDecider) Preempt(_ context.Context, args *extenderv1.ExtenderPreemptionArgs) (*extenderv1.ExtenderPreemptionResult, error) {
@@ -292,7 +292,7 @@ func (panicky) Filter(context.Context, *extenderv1.ExtenderArgs) (*extenderv1.Ex
 	panic("bug")
 }
 
-func (panicky) Prioritize(context.Context, *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
+func (panicky) Prioritize(context.Context, *extenderv1.ExtenderArgs, extenderv1.HostPriorityList) (extenderv1.HostPriorityList, error) {
 	panic("bug")
 }
 
@@ -301,3 +301,24 @@ func (panicky) Preempt(context.Context, *extenderv1.ExtenderPreemptionArgs) (*ex
 }
 
 func (panicky) Bind(context.Context, *extenderv1.ExtenderBindingArgs) error { panic("bug") }
+
+// TestPrioritizeListsAreRecycledEmpty: an answer written from a recycled
+// list holds nothing of the previous one.
+func TestPrioritizeListsAreRecycledEmpty(t *testing.T) {
+	d := &stubDecider{priorities: extenderv1.HostPriorityList{{Host: "n1", Score: 3}, {Host: "n2", Score: 10}}}
+	srv, _ := newServer(t, d, nil)
+	for _, tc := range []struct {
+		give extenderv1.HostPriorityList
+		want string
+	}{
+		{d.priorities, `[{"Host":"n1","Score":3},{"Host":"n2","Score":10}]`},
+		{extenderv1.HostPriorityList{{Host: "n2", Score: 7}}, `[{"Host":"n2","Score":7}]`},
+		{nil, `[]`},
+	} {
+		d.priorities = tc.give
+		status, body := do(t, "POST", srv.URL+"/scheduler/prioritize", validArgs)
+		if status != http.StatusOK || strings.TrimSpace(body) != tc.want {
+			t.Errorf("prioritize = %d %s, want 200 %s", status, body, tc.want)
+		}
+	}
+}
