@@ -27,16 +27,8 @@ type Facts struct {
 	claims *claims // nil when the policy has no claims rule
 }
 
-// newFacts packs v, which must be a ground value (a rule's result is).
-func newFacts(p *Policy, v ast.Value) (*Facts, error) {
-	packed, err := packFacts(v)
-	if err != nil {
-		return nil, err
-	}
-	return &Facts{policy: p, packed: packed}, nil
-}
-
-// packFacts packs the value of the facts rule.
+// packFacts packs the value of the facts rule, which must be a ground
+// value (a rule's result is).
 func packFacts(v ast.Value) (string, error) {
 	var b strings.Builder
 	if err := pack(&b, v); err != nil {

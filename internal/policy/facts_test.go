@@ -29,7 +29,7 @@ func TestFactsRoundTrip(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			want := ast.MustParseTerm(tt.value)
-			f, err := newFacts(nil, want.Value)
+			f, err := newFacts(want.Value)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,10 +49,10 @@ func TestFactsRoundTrip(t *testing.T) {
 }
 
 func TestFactsErrors(t *testing.T) {
-	if _, err := newFacts(nil, ast.MustParseTerm(`{"a": x}`).Value); err == nil || !strings.Contains(err.Error(), "not a ground value") {
-		t.Errorf("newFacts(non-ground) error = %v, want one saying it is not a ground value", err)
+	if _, err := newFacts(ast.MustParseTerm(`{"a": x}`).Value); err == nil || !strings.Contains(err.Error(), "not a ground value") {
+		t.Errorf("packFacts(non-ground) error = %v, want one saying it is not a ground value", err)
 	}
-	f, err := newFacts(nil, ast.MustParseTerm(`{"redis": {"roles": {"*", "master"}, "n": 1}}`).Value)
+	f, err := newFacts(ast.MustParseTerm(`{"redis": {"roles": {"*", "master"}, "n": 1}}`).Value)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestFactsHeap(t *testing.T) {
 // BenchmarkFactsTerm unpacks the facts of a Redis pod as a policy would
 // describe them (the member facts of workloads.rego).
 func BenchmarkFactsTerm(b *testing.B) {
-	f, err := newFacts(nil, ast.MustParseTerm(`{"redis": {"cluster": "cache", "kind": "redis", "roles": {"*", "master"}, "shard": "0"}}`).Value)
+	f, err := newFacts(ast.MustParseTerm(`{"redis": {"cluster": "cache", "kind": "redis", "roles": {"*", "master"}, "shard": "0"}}`).Value)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -183,4 +183,13 @@ func TestDescribe(t *testing.T) {
 	if diff := gocmp.Diff(sortConflicts(want), sortConflicts(got)); diff != "" {
 		t.Errorf("Conflicts() mismatch (-want +got):\n%s", diff)
 	}
+}
+
+// newFacts packs v as Describe would.
+func newFacts(v ast.Value) (*Facts, error) {
+	packed, err := packFacts(v)
+	if err != nil {
+		return nil, err
+	}
+	return &Facts{packed: packed}, nil
 }
