@@ -39,7 +39,7 @@ func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*e
 		}
 	}
 	keep(args, result, kept)
-	if filterKeeps(result) {
+	if len(kept) > 0 {
 		// From now until its binding is seen, this pod holds its peers'
 		// filter calls back (when in-flight tracking is on): they must not
 		// decide without knowing its node. The record also spares the bind
@@ -101,16 +101,13 @@ func (d *Decider) refreshPeers(ctx context.Context, s *subject, r *extenderv1.Ex
 	return stale
 }
 
-func filterKeeps(r *extenderv1.ExtenderFilterResult) bool {
-	return (r.NodeNames != nil && len(*r.NodeNames) > 0) || (r.Nodes != nil && len(r.Nodes.Items) > 0)
-}
-
 // filter decides which candidates fail, and returns the runs of the kept
 // ones (start and end index in the candidates, in pairs; none when none is
 // kept) for keep to apply: the candidate list is not touched until the last
 // decision, as Filter may decide twice.
 func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, []int, error) {
-	all := compactRuns([]int{0, len(candidateNames(args))})
+	names := candidateNames(args)
+	all := compactRuns([]int{0, len(names)})
 	if len(s.peers) == 0 {
 		d.scores.put(s.pod.UID, s.policy, nil) // nothing to prefer: prioritize need not look
 		return &extenderv1.ExtenderFilterResult{}, all, nil
@@ -135,7 +132,6 @@ func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.Exten
 	// One pass over the candidates, in the scheduler's order: a look-up in
 	// byNode (a handful of nodes) per name; the kept ones are moved later, in
 	// runs between failed ones rather than one by one.
-	names := candidateNames(args)
 	var kept []int // start and end of each run of kept candidates
 	start := 0
 	for i, name := range names {
@@ -194,27 +190,24 @@ func compactRuns(kept []int) []int {
 func keep(args *extenderv1.ExtenderArgs, result *extenderv1.ExtenderFilterResult, kept []int) {
 	switch {
 	case args.NodeNames != nil:
-		names := *args.NodeNames
-		n := 0
-		for r := 0; r < len(kept); r += 2 {
-			if kept[r] != n { // a run already in place is not copied onto itself
-				copy(names[n:], names[kept[r]:kept[r+1]])
-			}
-			n += kept[r+1] - kept[r]
-		}
-		names = names[:n]
+		names := moveToFront(*args.NodeNames, kept)
 		result.NodeNames = &names
 	case args.Nodes != nil:
-		items := args.Nodes.Items
-		n := 0
-		for r := 0; r < len(kept); r += 2 {
-			if kept[r] != n {
-				copy(items[n:], items[kept[r]:kept[r+1]])
-			}
-			n += kept[r+1] - kept[r]
-		}
-		result.Nodes = &v1.NodeList{ListMeta: args.Nodes.ListMeta, Items: items[:n]}
+		result.Nodes = &v1.NodeList{ListMeta: args.Nodes.ListMeta, Items: moveToFront(args.Nodes.Items, kept)}
 	}
+}
+
+// moveToFront moves the runs kept of s to its front, in order, and returns
+// that front part.
+func moveToFront[T any](s []T, kept []int) []T {
+	n := 0
+	for r := 0; r < len(kept); r += 2 {
+		if kept[r] != n { // a run already in place is not copied onto itself
+			copy(s[n:], s[kept[r]:kept[r+1]])
+		}
+		n += kept[r+1] - kept[r]
+	}
+	return s[:n]
 }
 
 // logDenial is the decision log of one hard denial: which rule kept the

@@ -18,12 +18,12 @@ import (
 // bound pod, and as Rego terms (maps of terms, hashes, sort state) the facts
 // of one Redis pod take about 1.1 KB of heap, as much as the rest of the
 // cached pod; packed (70 bytes) they took about 150 bytes with this struct
-// (measured when the default policy had facts). Unpacking costs about 2 µs per peer per request
-// (BenchmarkFactsTerm), against the tens of microseconds of Rego that facts
-// save per peer.
+// (measured when the default policy had facts). Unpacking costs about 2 µs
+// per peer per request (BenchmarkFactsTerm), against the tens of
+// microseconds of Rego that facts save per peer.
 type Facts struct {
 	policy *Policy
-	packed string  // "" when the policy has no facts rule
+	packed string  // "" when the policy has no facts rule or it is undefined for the pod
 	claims *claims // nil when the policy has no claims rule
 }
 
