@@ -50,22 +50,22 @@ func redis(name, role, shard, node string, prio int32) *placement.Pod {
 	if shard != "" {
 		labels["regosched.io/shard"] = shard
 	}
-	return &placement.Pod{Namespace: "shop", Name: name, UID: types.UID("uid-" + name), Labels: labels, Priority: prio, Node: node}
+	return &placement.Pod{Namespace: "shop", Name: name, UID: types.UID("uid-" + name), Labels: placement.NewLabels(labels), Priority: prio, Node: node}
 }
 
 func esData(name, node string) *placement.Pod {
-	return &placement.Pod{Namespace: "logs", Name: name, UID: types.UID("uid-" + name), Node: node, Labels: map[string]string{
+	return &placement.Pod{Namespace: "logs", Name: name, UID: types.UID("uid-" + name), Node: node, Labels: placement.NewLabels(map[string]string{
 		"app.kubernetes.io/name":      "elasticsearch",
 		"app.kubernetes.io/instance":  "es",
 		"app.kubernetes.io/component": "data",
-	}}
+	})}
 }
 
 // pendingPod is the Kubernetes object the scheduler sends for p.
 func pendingPod(p *placement.Pod) *v1.Pod {
 	prio := p.Priority
 	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Labels: p.Labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Labels: p.Labels.Map()},
 		Spec:       v1.PodSpec{Priority: &prio},
 	}
 }
@@ -74,7 +74,7 @@ func pendingPod(p *placement.Pod) *v1.Pod {
 func podObject(p *placement.Pod) *v1.Pod {
 	prio := p.Priority
 	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Labels: p.Labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Labels: p.Labels.Map()},
 		Spec:       v1.PodSpec{Priority: &prio, NodeName: p.Node},
 		Status:     v1.PodStatus{Phase: v1.PodRunning},
 	}
@@ -135,7 +135,7 @@ func TestFilter(t *testing.T) {
 	}{
 		{
 			name: "pod no rule applies to passes every node",
-			pod:  &placement.Pod{Namespace: "shop", Name: "web", UID: "web", Labels: map[string]string{"app": "web"}},
+			pod:  &placement.Pod{Namespace: "shop", Name: "web", UID: "web", Labels: placement.NewLabels(map[string]string{"app": "web"})},
 			want: &extenderv1.ExtenderFilterResult{NodeNames: names(candidates...)},
 		},
 		{

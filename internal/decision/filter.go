@@ -2,7 +2,6 @@ package decision
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,7 +86,7 @@ func (d *Decider) refreshPeers(ctx context.Context, s *subject, r *extenderv1.Ex
 		case obj.UID != p.UID || obj.Spec.NodeName != p.Node ||
 			obj.Status.Phase == v1.PodSucceeded || obj.Status.Phase == v1.PodFailed:
 			stale = true
-		case !maps.Equal(obj.Labels, p.Labels):
+		case placement.NewLabels(obj.Labels) != p.Labels:
 			stale = true
 			fresh = append(fresh, placement.PodFromObject(obj))
 		default:

@@ -152,7 +152,7 @@ func Explain(ctx context.Context, pod *corev1.Pod, opts Options) (*Report, error
 	}
 	report.BoundTo = adoptBoundSelf(cache, keys, pod)
 	for _, p := range cache.Peers(keys, pod.UID) {
-		report.Peers = append(report.Peers, Peer{Pod: p.Key(), Node: p.Node, Priority: p.Priority, Labels: p.Labels})
+		report.Peers = append(report.Peers, Peer{Pod: p.Key(), Node: p.Node, Priority: p.Priority, Labels: p.Labels.Map()})
 	}
 
 	// No client: no binding, and no re-reading of peers behind a total

@@ -17,6 +17,7 @@ import (
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,14 +33,20 @@ const (
 	nameLabel      = "app.kubernetes.io/name"
 )
 
+// labelOf is the value of label key on p, "" when p has none.
+func labelOf(p *Pod, key string) string {
+	v, _ := p.Labels.Get(key)
+	return v
+}
+
 // byInstance groups pods by their instance label, namespace-qualified; its
 // facts are the pod's role.
 func byInstance(_ context.Context, p *Pod) ([]string, any, error) {
-	inst := p.Labels[instanceLabel]
+	inst := labelOf(p, instanceLabel)
 	if inst == "" {
 		return nil, nil, nil
 	}
-	return []string{p.Namespace + "/" + inst}, "role=" + p.Labels[componentLabel], nil
+	return []string{p.Namespace + "/" + inst}, "role=" + labelOf(p, componentLabel), nil
 }
 
 // byInstanceAndRole puts a pod in two groups: its instance, and its role
@@ -49,7 +56,7 @@ func byInstanceAndRole(ctx context.Context, p *Pod) ([]string, any, error) {
 	if len(keys) == 0 {
 		return nil, nil, nil
 	}
-	if role := p.Labels[componentLabel]; role != "" {
+	if role := labelOf(p, componentLabel); role != "" {
 		keys = append(keys, keys[0]+"/"+role)
 	}
 	return keys, facts, nil
@@ -236,8 +243,8 @@ func TestCachePodView(t *testing.T) {
 		newPod("shop", "cache-0", labels, onNode("node-1"), withPriority(1000)),
 		newPod("shop", "cache-1", labels, onNode("node-2")))
 	want := []*Pod{
-		{Namespace: "shop", Name: "cache-0", UID: "uid-cache-0", Labels: labels, Priority: 1000, Node: "node-1", Phase: corev1.PodRunning, Facts: "role=master"},
-		{Namespace: "shop", Name: "cache-1", UID: "uid-cache-1", Labels: labels, Priority: 0, Node: "node-2", Phase: corev1.PodRunning, Facts: "role=master"},
+		{Namespace: "shop", Name: "cache-0", UID: "uid-cache-0", Labels: NewLabels(labels), Priority: 1000, Node: "node-1", Facts: "role=master"},
+		{Namespace: "shop", Name: "cache-1", UID: "uid-cache-1", Labels: NewLabels(labels), Priority: 0, Node: "node-2", Facts: "role=master"},
 	}
 	if diff := cmp.Diff(want, c.Peers([]string{"shop/cache"}, "")); diff != "" {
 		t.Errorf("Peers() mismatch (-want +got):\n%s", diff)
@@ -462,7 +469,7 @@ func TestCacheEvents(t *testing.T) {
 func TestCacheKeyFuncError(t *testing.T) {
 	errBad := errors.New("policy exploded")
 	keys := func(ctx context.Context, p *Pod) ([]string, any, error) {
-		if p.Labels["bad"] == "true" {
+		if labelOf(p, "bad") == "true" {
 			return []string{"must-not-be-used"}, "must-not-be-kept", errBad
 		}
 		return byInstance(ctx, p)
@@ -581,7 +588,7 @@ func TestCacheSetKeyFunc(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls = append(calls, p.Namespace+"/"+p.Name)
-		if n := p.Labels[nameLabel]; n != "" {
+		if n := labelOf(p, nameLabel); n != "" {
 			return []string{"app/" + n}, nil, nil
 		}
 		return nil, nil, nil
@@ -706,12 +713,12 @@ func TestPodFromObject(t *testing.T) {
 		{
 			name: "bound with priority",
 			in:   newPod("shop", "p", labels, onNode("n1"), withPriority(-5)),
-			want: &Pod{Namespace: "shop", Name: "p", UID: "uid-p", Labels: labels, Priority: -5, Node: "n1", Phase: corev1.PodRunning},
+			want: &Pod{Namespace: "shop", Name: "p", UID: "uid-p", Labels: NewLabels(labels), Priority: -5, Node: "n1"},
 		},
 		{
 			name: "pending, nil priority and labels",
 			in:   newPod("shop", "p", nil, inPhase(corev1.PodPending)),
-			want: &Pod{Namespace: "shop", Name: "p", UID: "uid-p", Phase: corev1.PodPending},
+			want: &Pod{Namespace: "shop", Name: "p", UID: "uid-p"},
 		},
 	}
 	for _, tt := range tests {
@@ -759,16 +766,13 @@ func TestStripPod(t *testing.T) {
 		},
 	}
 	want := &podRecord{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            "cache-0",
-			Namespace:       "shop",
-			UID:             "uid-cache-0",
-			ResourceVersion: "42",
-			Labels:          labels,
-		},
-		NodeName: "node-1",
-		Priority: &prio,
-		Phase:    corev1.PodRunning,
+		namespace:       "shop",
+		name:            "cache-0",
+		uid:             "uid-cache-0",
+		resourceVersion: "42",
+		labels:          NewLabels(labels),
+		nodeName:        "node-1",
+		priority:        prio,
 	}
 	tombstone := cache.DeletedFinalStateUnknown{Key: "shop/cache-0", Obj: full}
 	tests := []struct {
@@ -777,7 +781,9 @@ func TestStripPod(t *testing.T) {
 		want any
 	}{
 		{"full pod", full, want},
-		{"pending pod, no priority", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}, &podRecord{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}},
+		{"pending pod, no priority", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}, &podRecord{namespace: "ns", name: "p"}},
+		{"failed pod", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Status: corev1.PodStatus{Phase: corev1.PodFailed}},
+			&podRecord{namespace: "ns", name: "p", terminal: true}},
 		{"tombstone unchanged", tombstone, tombstone},
 		{"node unchanged", newNode("n", nil), newNode("n", nil)},
 	}
@@ -787,12 +793,20 @@ func TestStripPod(t *testing.T) {
 			if err != nil {
 				t.Fatalf("stripPod() error = %v", err)
 			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(podRecord{})); diff != "" {
 				t.Errorf("stripPod() mismatch (-want +got):\n%s", diff)
 			}
 			if r, ok := got.(*podRecord); ok {
-				if diff := cmp.Diff(r, r.DeepCopyObject()); diff != "" {
+				if diff := cmp.Diff(r, r.DeepCopyObject(), cmp.AllowUnexported(podRecord{})); diff != "" {
 					t.Errorf("DeepCopyObject() mismatch (-want +got):\n%s", diff)
+				}
+				m, err := meta.Accessor(r)
+				if err != nil {
+					t.Fatalf("meta.Accessor() error = %v", err)
+				}
+				if got, want := [4]string{m.GetNamespace(), m.GetName(), string(m.GetUID()), m.GetResourceVersion()},
+					[4]string{r.namespace, r.name, string(r.uid), r.resourceVersion}; got != want {
+					t.Errorf("meta.Accessor() = %q, want %q", got, want)
 				}
 			}
 		})

@@ -59,7 +59,7 @@ func TestWaitForPeersUntilTheInformerSeesTheBinding(t *testing.T) {
 	c, client := startCache(t, byInstance, nil)
 	a, keys := pending("cache-0", "cache")
 	b, _ := pending("cache-1", "cache")
-	obj := newPod("shop", a.Name, a.Labels)
+	obj := newPod("shop", a.Name, a.Labels.Map())
 	obj.UID = a.UID
 	if _, err := client.CoreV1().Pods("shop").Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func TestAssume(t *testing.T) {
 	}
 
 	// The informer's report replaces the assumed placement; a delete removes it.
-	obj := newPod("shop", a.Name, a.Labels, onNode("node-1"))
+	obj := newPod("shop", a.Name, a.Labels.Map(), onNode("node-1"))
 	obj.UID = a.UID
 	if _, err := client.CoreV1().Pods("shop").Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -19,11 +19,10 @@ type Pod struct {
 	Namespace string
 	Name      string
 	UID       types.UID
-	Labels    map[string]string
+	Labels    Labels
 	Priority  int32
 	// Node is the node the pod is bound to; empty for a pending pod.
-	Node  string
-	Phase corev1.PodPhase
+	Node string
 	// Facts is what the policy said of this pod when it was grouped (the
 	// KeyFunc's facts), handed back to the policy with the pod; opaque here.
 	Facts any
@@ -39,10 +38,9 @@ func PodFromObject(p *corev1.Pod) *Pod {
 		Namespace: p.Namespace,
 		Name:      p.Name,
 		UID:       p.UID,
-		Labels:    p.Labels,
+		Labels:    NewLabels(p.Labels),
 		Priority:  prio,
 		Node:      p.Spec.NodeName,
-		Phase:     p.Status.Phase,
 	}
 }
 

@@ -5,53 +5,70 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
-// podRecord is what the pod informer stores: the object metadata the
-// informer needs (keys, resource versions) plus the three fields placement
-// decisions read. A corev1.Pod, even stripped, carries about 1 KB of empty
-// PodSpec and PodStatus structs; at 100,000 pods that is what matters.
+// podRecord is what the pod informer stores: the fields placement decisions
+// read, and the identity and resource version the informer itself needs (an
+// update whose resource version is unchanged counts as a resync, which a
+// handler without a resync period never sees). A corev1.Pod, even stripped,
+// carries about 1 KB of empty PodSpec and PodStatus structs, and a full
+// ObjectMeta over 200 bytes; at 100,000 pods that is what matters.
 type podRecord struct {
-	metav1.ObjectMeta
-	NodeName string
-	Priority *int32
-	Phase    corev1.PodPhase
+	namespace, name string
+	uid             types.UID
+	resourceVersion string
+	labels          Labels
+	nodeName        string
+	priority        int32
+	// terminal: the pod succeeded or failed (the field selector keeps such
+	// pods out, but an update may still carry the phase before the delete).
+	terminal bool
 }
 
-var _ runtime.Object = (*podRecord)(nil)
+var (
+	_ runtime.Object            = (*podRecord)(nil)
+	_ metav1.ObjectMetaAccessor = (*podRecord)(nil)
+)
 
 // GetObjectKind is part of runtime.Object; records are never serialised.
 func (r *podRecord) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
-// DeepCopyObject is part of runtime.Object.
+// DeepCopyObject is part of runtime.Object. Every field is immutable, so a
+// shallow copy is a deep one.
 func (r *podRecord) DeepCopyObject() runtime.Object {
-	out := &podRecord{NodeName: r.NodeName, Phase: r.Phase}
-	r.DeepCopyInto(&out.ObjectMeta)
-	if r.Priority != nil {
-		p := *r.Priority
-		out.Priority = &p
-	}
-	return out
+	out := *r
+	return &out
 }
 
-func (r *podRecord) terminal() bool {
-	return r.Phase == corev1.PodSucceeded || r.Phase == corev1.PodFailed
+// GetObjectMeta gives the informer (meta.Accessor) the record's identity and
+// resource version. It builds an ObjectMeta on each call, a short-lived
+// allocation per informer event (whose decoding costs far more), rather than
+// keeping one in every record.
+func (r *podRecord) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{
+		Namespace:       r.namespace,
+		Name:            r.name,
+		UID:             r.uid,
+		ResourceVersion: r.resourceVersion,
+	}
 }
 
 func (r *podRecord) pod() *Pod {
-	var prio int32
-	if r.Priority != nil {
-		prio = *r.Priority
-	}
 	return &Pod{
-		Namespace: r.Namespace,
-		Name:      r.Name,
-		UID:       r.UID,
-		Labels:    r.Labels,
-		Priority:  prio,
-		Node:      r.NodeName,
-		Phase:     r.Phase,
+		Namespace: r.namespace,
+		Name:      r.name,
+		UID:       r.uid,
+		Labels:    r.labels,
+		Priority:  r.priority,
+		Node:      r.nodeName,
 	}
+}
+
+// samePlacement: nothing a policy reads differs between a and b.
+func samePlacement(a, b *podRecord) bool {
+	return a.uid == b.uid && a.nodeName == b.nodeName && a.terminal == b.terminal &&
+		a.priority == b.priority && a.labels == b.labels
 }
 
 // stripPod is the informer transform for pods: it keeps only what placement
@@ -63,17 +80,19 @@ func stripPod(obj any) (any, error) {
 		// Tombstones (cache.DeletedFinalStateUnknown) and other values pass unchanged.
 		return obj, nil
 	}
+	var prio int32
+	if p.Spec.Priority != nil {
+		prio = *p.Spec.Priority
+	}
 	return &podRecord{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            p.Name,
-			Namespace:       p.Namespace,
-			UID:             p.UID,
-			ResourceVersion: p.ResourceVersion,
-			Labels:          p.Labels,
-		},
-		NodeName: p.Spec.NodeName,
-		Priority: p.Spec.Priority,
-		Phase:    p.Status.Phase,
+		namespace:       p.Namespace,
+		name:            p.Name,
+		uid:             p.UID,
+		resourceVersion: p.ResourceVersion,
+		labels:          NewLabels(p.Labels),
+		nodeName:        p.Spec.NodeName,
+		priority:        prio,
+		terminal:        p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
 	}, nil
 }
 

@@ -298,7 +298,7 @@ func (p *Policy) Protected(ctx context.Context, pod *placement.Pod) (bool, error
 // smokeTest evaluates every entry point once on a pod and a peer that share
 // all labels, so that runtime errors of a new policy surface at load time.
 func (p *Policy) smokeTest(ctx context.Context) error {
-	labels := map[string]string{"app.kubernetes.io/name": "sample", "app.kubernetes.io/instance": "sample"}
+	labels := placement.NewLabels(map[string]string{"app.kubernetes.io/name": "sample", "app.kubernetes.io/instance": "sample"})
 	pod := &placement.Pod{Namespace: "default", Name: "sample-0", UID: "sample-0", Labels: labels}
 	peer := &placement.Pod{Namespace: "default", Name: "sample-1", UID: "sample-1", Labels: labels, Node: "node-0"}
 	if _, err := p.PeerKeys(ctx, pod); err != nil {

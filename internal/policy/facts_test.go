@@ -142,7 +142,7 @@ func TestDescribe(t *testing.T) {
 	ctx := context.Background()
 	p := compileFS(t, factsPolicy())
 	pod := func(name string, labels map[string]string) *placement.Pod {
-		return &placement.Pod{Namespace: "shop", Name: name, UID: types.UID(name), Labels: labels, Node: "node-" + name}
+		return &placement.Pod{Namespace: "shop", Name: name, UID: types.UID(name), Labels: placement.NewLabels(labels), Node: "node-" + name}
 	}
 	describe := func(pol *Policy, x *placement.Pod) (*placement.Pod, []string) {
 		t.Helper()

@@ -25,8 +25,8 @@ func FuzzInput(f *testing.F) {
 			eckCluster:     instance,
 			eckData:        component,
 		}
-		pod := &placement.Pod{Namespace: ns, Name: name, UID: "pending", Labels: labels, Priority: prio}
-		peer := &placement.Pod{Namespace: ns, Name: name + "-peer", UID: "peer", Labels: labels, Priority: prio, Node: node}
+		pod := &placement.Pod{Namespace: ns, Name: name, UID: "pending", Labels: placement.NewLabels(labels), Priority: prio}
+		peer := &placement.Pod{Namespace: ns, Name: name + "-peer", UID: "peer", Labels: placement.NewLabels(labels), Priority: prio, Node: node}
 		ctx := context.Background()
 		if _, err := p.PeerKeys(ctx, pod); err != nil {
 			t.Fatalf("PeerKeys: %v", err)

@@ -47,7 +47,7 @@ func podTerm(pol *Policy, p *placement.Pod) *ast.Term {
 		ast.Item(ast.StringTerm("name"), ast.StringTerm(p.Name)),
 		ast.Item(ast.StringTerm("namespace"), ast.StringTerm(p.Namespace)),
 		ast.Item(ast.StringTerm("uid"), ast.StringTerm(string(p.UID))),
-		ast.Item(ast.StringTerm("labels"), labelsTerm(p.Labels)),
+		ast.Item(ast.StringTerm("labels"), podLabelsTerm(p.Labels)),
 		ast.Item(ast.StringTerm("priority"), ast.IntNumberTerm(int(p.Priority))),
 		ast.Item(ast.StringTerm("node"), ast.StringTerm(p.Node)),
 	)
@@ -64,6 +64,14 @@ func podTerm(pol *Policy, p *placement.Pod) *ast.Term {
 func labelsTerm(labels map[string]string) *ast.Term {
 	items := make([][2]*ast.Term, 0, len(labels))
 	for k, v := range labels {
+		items = append(items, ast.Item(ast.StringTerm(k), ast.StringTerm(v)))
+	}
+	return ast.ObjectTerm(items...)
+}
+
+func podLabelsTerm(labels placement.Labels) *ast.Term {
+	items := make([][2]*ast.Term, 0, labels.Len())
+	for k, v := range labels.All() {
 		items = append(items, ast.Item(ast.StringTerm(k), ast.StringTerm(v)))
 	}
 	return ast.ObjectTerm(items...)

@@ -110,7 +110,7 @@ func eck(cluster, data string) map[string]string {
 
 // pod is a pod of namespace shop; node "" makes it pending.
 func pod(name, uid, node string, labels map[string]string) *placement.Pod {
-	return &placement.Pod{Namespace: "shop", Name: name, UID: types.UID(uid), Labels: labels, Node: node, Phase: "Running"}
+	return &placement.Pod{Namespace: "shop", Name: name, UID: types.UID(uid), Labels: placement.NewLabels(labels), Node: node}
 }
 
 func inNamespace(ns string, p *placement.Pod) *placement.Pod {
@@ -399,9 +399,9 @@ penalties contains {"topology_key": "zone", "value": "a", "weight": 3, "rule": "
 func TestInputAndResultConversion(t *testing.T) {
 	p := compileFS(t, echoPolicy())
 	ctx := context.Background()
-	pending := &placement.Pod{Namespace: "shop", Name: "cache-0", UID: "u0", Labels: map[string]string{"app": "cache", "tier": ""}, Priority: -100, Phase: "Pending"}
-	peer := &placement.Pod{Namespace: "shop", Name: "cache-1", UID: "u1", Labels: nil, Priority: 2000000000, Node: "node-1", Phase: "Running"}
-	peer2 := &placement.Pod{Namespace: "ops", Name: "cache-2", UID: "u2", Labels: map[string]string{}, Node: "node-2"}
+	pending := &placement.Pod{Namespace: "shop", Name: "cache-0", UID: "u0", Labels: placement.NewLabels(map[string]string{"app": "cache", "tier": ""}), Priority: -100}
+	peer := &placement.Pod{Namespace: "shop", Name: "cache-1", UID: "u1", Priority: 2000000000, Node: "node-1"}
+	peer2 := &placement.Pod{Namespace: "ops", Name: "cache-2", UID: "u2", Labels: placement.NewLabels(map[string]string{}), Node: "node-2"}
 
 	const pendingJSON = `{"labels":{"app":"cache","tier":""},"name":"cache-0","namespace":"shop","node":"","priority":-100,"uid":"u0"}`
 
@@ -492,7 +492,7 @@ penalties contains {"value": "v"} if input.pod.labels.bad == "topology"
 	p := compileFS(t, fsys)
 	ctx := context.Background()
 	bad := func(what string) *placement.Pod {
-		return &placement.Pod{Namespace: "shop", Name: "p", UID: "u", Labels: map[string]string{"bad": what}}
+		return &placement.Pod{Namespace: "shop", Name: "p", UID: "u", Labels: placement.NewLabels(map[string]string{"bad": what})}
 	}
 	tests := []struct {
 		name string
