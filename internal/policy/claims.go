@@ -3,13 +3,13 @@ package policy
 import (
 	"cmp"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
+	"github.com/regosched/regosched/internal/packed"
 	"github.com/regosched/regosched/internal/placement"
 )
 
@@ -23,17 +23,34 @@ import (
 // packed into one string: one allocation without pointers, which the
 // garbage collector does not scan (interned strings, the first design, took
 // about 800 bytes per pod in unique's maps once clusters are many and small,
-// and forty heap objects).
+// and forty heap objects). A pod's tokens share long prefixes (its
+// workload, cluster and scope) and its marks come in pairs with one
+// description (its role and "*"), so tokens are front-coded and a repeated
+// description is one byte: a default-policy Redis master's four marks take
+// about half the bytes they would in full.
 type claims struct {
-	// marks holds, for each mark, its token then its description (what
-	// describes the pod in a denial; {pod} stands for its namespace/name),
-	// each as a uvarint length and the bytes.
-	marks    string
-	separate []avoid
-	spread   []avoid
+	// marks holds the marks in the order of their tokens, each as
+	//
+	//	uvarint(shared) uvarint(len(suffix)) suffix description
+	//
+	// where the token is the previous token's first shared bytes then
+	// suffix, and the description (what describes the pod in a denial;
+	// {pod} stands for its namespace/name) is uvarint(len<<1) then its
+	// bytes, or uvarint(sameWhat) for the previous entry's description.
+	// Readers take a cut-short or corrupt packing for the end of the marks.
+	marks string
+	// avoids is what the pod avoids; nil when it avoids nobody or that was
+	// not evaluated, as for every bound pod the cache keeps (whose claims
+	// are a part of its Facts, not an object of their own).
+	avoids *avoids
 	// marked, avoiding: whether marks, and separate and spread, were
-	// evaluated (a view of the pod may hold only some parts).
+	// evaluated (a view of the pod may hold only some parts); neither when
+	// the policy has no claims rule.
 	marked, avoiding bool
+}
+
+type avoids struct {
+	separate, spread []avoid
 }
 
 type avoid struct {
@@ -58,86 +75,163 @@ func newClaims(v ast.Value) (*claims, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s: %v is not an object", ClaimsRule, v)
 	}
-	return readClaims(func(field string) *ast.Term { return obj.Get(ast.StringTerm(field)) })
+	c, err := readClaims(func(field string) *ast.Term { return obj.Get(ast.StringTerm(field)) })
+	return &c, err
 }
 
 // readClaims reads claims from their parts; part returns nil for a part
 // that is not defined.
-func readClaims(part func(field string) *ast.Term) (*claims, error) {
-	c := &claims{}
+func readClaims(part func(field string) *ast.Term) (claims, error) {
+	var c claims
 	if t := part("marks"); t != nil {
 		marks, ok := t.Value.(ast.Object)
 		if !ok {
-			return nil, fmt.Errorf("%s: marks %v is not an object", ClaimsRule, t)
+			return claims{}, fmt.Errorf("%s: marks %v is not an object", ClaimsRule, t)
 		}
-		var packed []byte
+		ms := make([]mark, 0, marks.Len())
 		err := marks.Iter(func(k, v *ast.Term) error {
 			token, ok1 := k.Value.(ast.String)
 			what, ok2 := v.Value.(ast.String)
 			if !ok1 || !ok2 {
 				return fmt.Errorf("%s: mark %v: %v is not a string to a string", ClaimsRule, k, v)
 			}
-			packed = appendString(appendString(packed, string(token)), string(what))
+			ms = append(ms, mark{string(token), string(what)})
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return claims{}, err
 		}
-		c.marks = string(packed)
+		c.marks = packMarks(ms)
 	}
-	var err error
-	if c.separate, err = readAvoids(part("separate"), "separate", false); err != nil {
-		return nil, err
+	separate, err := readAvoids(part("separate"), "separate", false)
+	if err != nil {
+		return claims{}, err
 	}
-	if c.spread, err = readAvoids(part("spread"), "spread", true); err != nil {
-		return nil, err
+	spread, err := readAvoids(part("spread"), "spread", true)
+	if err != nil {
+		return claims{}, err
+	}
+	if len(separate) > 0 || len(spread) > 0 {
+		c.avoids = &avoids{separate: separate, spread: spread}
 	}
 	return c, nil
 }
 
-func appendString(b []byte, s string) []byte {
-	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+type mark struct{ token, what string }
+
+// sameWhat, as a description's length field, stands for the previous
+// entry's description; a new description's field is its length<<1.
+const sameWhat = 1
+
+// packMarks sorts ms, whose tokens are distinct, and packs them as
+// claims.marks.
+func packMarks(ms []mark) string {
+	slices.SortFunc(ms, func(a, b mark) int { return strings.Compare(a.token, b.token) })
+	var b []byte
+	var prev mark
+	for i, m := range ms {
+		shared := commonPrefix(prev.token, m.token)
+		b = packed.AppendUvarint(b, uint64(shared))
+		b = packed.AppendString(b, m.token[shared:])
+		if i > 0 && m.what == prev.what {
+			b = packed.AppendUvarint(b, sameWhat)
+		} else {
+			b = append(packed.AppendUvarint(b, uint64(len(m.what))<<1), m.what...)
+		}
+		prev = m
+	}
+	return string(b)
 }
 
-// nextString reads a string appendString wrote at the start of s; ok is
-// false at the end of s.
-func nextString(s string) (str, rest string, ok bool) {
-	var n uint64
-	for i, shift := 0, uint(0); i < len(s) && i < binary.MaxVarintLen64; i, shift = i+1, shift+7 {
-		b := s[i]
-		n |= uint64(b&0x7f) << shift
-		if b < 0x80 {
-			if end := uint64(i + 1); n <= uint64(len(s))-end {
-				return s[end : end+n], s[end+n:], true
-			}
-			break
+// commonPrefix returns the length of the prefix a and b share.
+func commonPrefix(a, b string) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
 		}
 	}
-	return "", "", false
+	return n
 }
 
-// eachMark calls f with the token and description of every mark until f
-// returns false.
+// markReader reads packed marks entry by entry, without copying.
+type markReader struct {
+	rest     string
+	read     bool   // whether an entry was read
+	tokenLen int    // length of the last token read
+	what     string // description of the last entry read
+}
+
+// next reads the next entry, whose token is the last token's first shared
+// bytes then suffix, and whose description is then r.what. ok is false at
+// the end of the marks, or where the packing is cut short or corrupt.
+func (r *markReader) next() (shared int, suffix string, ok bool) {
+	n, rest, ok := packed.Uvarint(r.rest)
+	if !ok || n > uint64(r.tokenLen) {
+		return 0, "", false
+	}
+	if suffix, rest, ok = packed.Next(rest); !ok {
+		return 0, "", false
+	}
+	w, rest, ok := packed.Uvarint(rest)
+	switch {
+	case !ok || w&1 == 1 && (w != sameWhat || !r.read):
+		return 0, "", false // no previous description to repeat, or no such field
+	case w&1 == 0:
+		if w>>1 > uint64(len(rest)) {
+			return 0, "", false
+		}
+		r.what, rest = rest[:w>>1], rest[w>>1:]
+	}
+	r.rest, r.read, r.tokenLen = rest, true, int(n)+len(suffix)
+	return int(n), suffix, true
+}
+
+// eachMark calls f with the token and description of every mark, in the
+// order of their tokens, until f returns false.
 func (c *claims) eachMark(f func(token, what string) bool) {
-	for s := c.marks; ; {
-		token, rest, ok1 := nextString(s)
-		what, rest, ok2 := nextString(rest)
-		if !ok1 || !ok2 || !f(token, what) {
+	r := markReader{rest: c.marks}
+	var token []byte
+	for {
+		shared, suffix, ok := r.next()
+		if !ok {
 			return
 		}
-		s = rest
+		token = append(token[:shared], suffix...)
+		if !f(string(token), r.what) {
+			return
+		}
 	}
 }
 
-// what returns the description of token among the marks.
+// what returns the description of token among the marks. It runs for every
+// peer and entry of a join, so it matches token against the front-coded
+// entries as they come, without rebuilding theirs.
 func (c *claims) what(token string) (what string, found bool) {
-	c.eachMark(func(t, w string) bool {
-		if t == token {
-			what, found = w, true
+	r := markReader{rest: c.marks}
+	m := 0 // length of the prefix token shares with the last token read
+	for {
+		shared, suffix, ok := r.next()
+		switch {
+		case !ok:
+			return "", false
+		case shared < m:
+			// It differs from the last token where token does not, so it
+			// sorts after token, and so do the rest.
+			return "", false
+		case shared > m:
+			continue // it differs from token where the last token did
 		}
-		return !found
-	})
-	return what, found
+		k := commonPrefix(suffix, token[m:])
+		m += k
+		if k == len(suffix) {
+			if m == len(token) {
+				return r.what, true
+			}
+		} else if m == len(token) || suffix[k] > token[m] {
+			return "", false // past token
+		}
+	}
 }
 
 func readAvoids(t *ast.Term, field string, soft bool) ([]avoid, error) {
@@ -179,9 +273,9 @@ func (p *Policy) claimsOf(ctx context.Context, pod *placement.Pod, asPeer bool) 
 	if !p.claims {
 		return nil, nil
 	}
-	if f, ok := pod.Facts.(*Facts); ok && f.policy == p && f.claims != nil &&
+	if f, ok := pod.Facts.(*Facts); ok && f.policy == p &&
 		((asPeer && f.claims.marked) || (!asPeer && f.claims.avoiding)) {
-		return f.claims, nil
+		return &f.claims, nil
 	}
 	view := &p.asPending // the view it is needed in, cheaper than all
 	if asPeer {
@@ -191,8 +285,8 @@ func (p *Policy) claimsOf(ctx context.Context, pod *placement.Pod, asPeer bool) 
 	if err != nil {
 		return nil, err
 	}
-	if f, ok := facts.(*Facts); ok {
-		return f.claims, nil
+	if f, ok := facts.(*Facts); ok && (f.claims.marked || f.claims.avoiding) {
+		return &f.claims, nil
 	}
 	return nil, nil
 }
@@ -202,7 +296,7 @@ func (p *Policy) claimsOf(ctx context.Context, pod *placement.Pod, asPeer bool) 
 // hold their mark, as data.regosched.join of the default policy does in Rego.
 func (p *Policy) join(ctx context.Context, in *Input, conflicts *[]Conflict, penalties *[]Penalty) error {
 	mine, err := p.claimsOf(ctx, in.Pod, false)
-	if err != nil || mine == nil || (len(mine.separate) == 0 && len(mine.spread) == 0) {
+	if err != nil || mine == nil || mine.avoids == nil {
 		return err
 	}
 	var cs []Conflict
@@ -219,7 +313,7 @@ func (p *Policy) join(ctx context.Context, in *Input, conflicts *[]Conflict, pen
 			continue
 		}
 		if conflicts != nil {
-			for _, s := range mine.separate {
+			for _, s := range mine.avoids.separate {
 				if what, ok := theirs.what(s.mark); ok {
 					cs = append(cs, Conflict{
 						Node:   peer.Node,
@@ -231,7 +325,7 @@ func (p *Policy) join(ctx context.Context, in *Input, conflicts *[]Conflict, pen
 			}
 		}
 		if penalties != nil {
-			for _, s := range mine.spread {
+			for _, s := range mine.avoids.spread {
 				if _, ok := theirs.what(s.mark); !ok {
 					continue
 				}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -109,7 +110,7 @@ func TestNewClaimsErrors(t *testing.T) {
 		})
 	}
 	c, err := newClaims(ast.MustParseTerm(`{"marks": {"m": "w"}, "spread": {{"mark": "m", "rule": "r", "topology_key": "k"}}}`).Value)
-	if err != nil || countMarks(c) != 1 || len(c.spread) != 1 || c.spread[0].weight != 1 {
+	if err != nil || countMarks(c) != 1 || c.avoids == nil || len(c.avoids.spread) != 1 || c.avoids.spread[0].weight != 1 {
 		t.Errorf("newClaims(valid) = %+v, %v; want one mark and one spread of weight 1", c, err)
 	}
 }
@@ -128,11 +129,11 @@ func TestCachedClaimsKeepMarksOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, c := full.(*Facts), cached.(*Facts)
-	if len(f.claims.separate) == 0 || len(f.claims.spread) == 0 {
+	if f.claims.avoids == nil || len(f.claims.avoids.separate) == 0 || len(f.claims.avoids.spread) == 0 {
 		t.Fatalf("Describe() claims = %+v; want separate and spread entries", f.claims)
 	}
-	if c.claims.separate != nil || c.claims.spread != nil || c.claims.marks != f.claims.marks || c.policy != p {
-		t.Errorf("cached claims = %+v; want the %d marks alone", c.claims, countMarks(f.claims))
+	if c.claims.avoids != nil || c.claims.marks != f.claims.marks || !c.claims.marked || c.claims.avoiding || c.policy != p {
+		t.Errorf("cached claims = %+v; want the %d marks alone", c.claims, countMarks(&f.claims))
 	}
 }
 
@@ -208,7 +209,7 @@ claims := {
 		})
 	}
 	// Described, the pod keeps its claims though facts are undefined for it.
-	if f, ok := withFacts(t, p, in).Peers[0].Facts.(*Facts); !ok || f.packed != "" || f.claims == nil || countMarks(f.claims) != 1 {
+	if f, ok := withFacts(t, p, in).Peers[0].Facts.(*Facts); !ok || f.packed != "" || !f.claims.marked || countMarks(&f.claims) != 1 {
 		t.Errorf("described peer facts = %+v, want claims with one mark and no packed facts", f)
 	}
 }
@@ -220,29 +221,150 @@ func countMarks(c *claims) int {
 	return n
 }
 
-// TestPackedMarks: marks read back as written, whatever their length, and a
-// truncated packing ends the marks early instead of panicking.
-func TestPackedMarks(t *testing.T) {
-	long := strings.Repeat("x", 300) // a two-byte length
-	c, err := newClaims(ast.MustParseTerm(`{"marks": {"a": "", "b": "{pod} is b", "` + long + `": "` + long + `"}}`).Value)
+// defaultMarks are the marks the default policy gives a Redis master.
+var defaultMarks = map[string]string{
+	"redis/ns/cluster-0/cluster/cluster-0/*":      "redis: master {pod} of cluster cluster-0 already on this node",
+	"redis/ns/cluster-0/cluster/cluster-0/master": "redis: master {pod} of cluster cluster-0 already on this node",
+	"redis/ns/cluster-0/shard/0/*":                "redis: master {pod} of cluster cluster-0 (shard 0) already on this node",
+	"redis/ns/cluster-0/shard/0/master":           "redis: master {pod} of cluster cluster-0 (shard 0) already on this node",
+}
+
+// claimsWithMarks reads claims whose marks are marks, as from a policy.
+func claimsWithMarks(tb testing.TB, marks map[string]string) *claims {
+	tb.Helper()
+	obj := ast.NewObject()
+	for token, what := range marks {
+		obj.Insert(ast.StringTerm(token), ast.StringTerm(what))
+	}
+	c, err := newClaims(ast.NewObject([2]*ast.Term{ast.StringTerm("marks"), ast.NewTerm(obj)}))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	got := map[string]string{}
-	c.eachMark(func(token, what string) bool { got[token] = what; return true })
-	if diff := gocmp.Diff(map[string]string{"a": "", "b": "{pod} is b", long: long}, got); diff != "" {
-		t.Errorf("marks mismatch (-want +got):\n%s", diff)
+	return c
+}
+
+// marksOf lists the marks of c as eachMark reads them.
+func marksOf(c *claims) []mark {
+	var out []mark
+	c.eachMark(func(token, what string) bool { out = append(out, mark{token, what}); return true })
+	return out
+}
+
+var allowMark = gocmp.AllowUnexported(mark{})
+
+// TestPackedMarks: marks read back as written, in the order of their
+// tokens, whatever their length; what finds exactly those; a truncated
+// packing ends the marks early instead of panicking.
+func TestPackedMarks(t *testing.T) {
+	// The layout: "ab" is "a" and "b", with the description before it.
+	layout := claimsWithMarks(t, map[string]string{"b": "y", "ab": "x", "a": "x"})
+	if want := "\x00\x01a\x02x" + "\x01\x01b\x01" + "\x00\x01b\x02y"; layout.marks != want {
+		t.Errorf("packed marks = %q, want %q", layout.marks, want)
 	}
-	if what, ok := c.what("b"); !ok || what != "{pod} is b" {
-		t.Errorf("what(b) = %q, %v; want its description", what, ok)
+	long := strings.Repeat("x", 300) // two-byte lengths
+	for _, tt := range []struct {
+		name  string
+		marks map[string]string
+	}{
+		{"none", map[string]string{}},
+		{"empty token and description", map[string]string{"": "", "a": "", "b": "{pod} is b"}},
+		{"default policy", defaultMarks},
+		{"descriptions repeated only when consecutive", map[string]string{"a/1": "one", "a/2": "two", "a/3": "one", "b": "one"}},
+		{"tokens prefixes of others", map[string]string{"a": "x", "ab": "x", "abc": "y", "abd": "y", "b": "y"}},
+		{"tokens ends of others", map[string]string{"ab": "x", "b": "x", "bb": "y"}},
+		{"two-byte lengths", map[string]string{long: long, long + "y": long, long + "z": "z", "y": long}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := claimsWithMarks(t, tt.marks)
+			var want []mark
+			for token, what := range tt.marks {
+				want = append(want, mark{token, what})
+			}
+			slices.SortFunc(want, func(a, b mark) int { return strings.Compare(a.token, b.token) })
+			if diff := gocmp.Diff(want, marksOf(c), allowMark); diff != "" {
+				t.Errorf("marks mismatch (-want +got):\n%s", diff)
+			}
+			// Every token, and strings about them: their prefixes, those
+			// followed by bytes that sort before, among and after, and two
+			// tokens end to end.
+			var queries []string
+			for token := range tt.marks {
+				for i := range len(token) + 1 {
+					queries = append(queries, token[:i], token[:i]+"\x00", token[:i]+"m", token[:i]+"\xff")
+				}
+				for other := range tt.marks {
+					queries = append(queries, token+other)
+				}
+			}
+			for _, q := range queries {
+				wantWhat, wantOK := tt.marks[q]
+				if what, ok := c.what(q); what != wantWhat || ok != wantOK {
+					t.Errorf("what(%q) = %q, %v; want %q, %v", q, what, ok, wantWhat, wantOK)
+				}
+			}
+			for i := range len(c.marks) {
+				cut := &claims{marks: c.marks[:i]}
+				got := marksOf(cut)
+				if len(got) >= len(want) || !slices.Equal(want[:len(got)], got) {
+					t.Errorf("%d of %d bytes read as %d marks, want fewer, the first of %d", i, len(c.marks), len(got), len(want))
+				}
+				for _, m := range want {
+					if what, ok := cut.what(m.token); ok && what != m.what {
+						t.Errorf("%d of %d bytes: what(%q) = %q, want %q or nothing", i, len(c.marks), m.token, what, m.what)
+					}
+				}
+			}
+		})
 	}
-	if _, ok := c.what("c"); ok {
-		t.Error("what(c) found a mark the pod does not hold")
+}
+
+// TestCorruptMarks: a packing Go did not write reads as the marks before
+// the first entry that makes no sense.
+func TestCorruptMarks(t *testing.T) {
+	const a = "\x00\x01a\x02x" // token "a", description "x"
+	for _, tt := range []struct {
+		name, marks string
+		want        []mark
+	}{
+		{"shared longer than the previous token", a + "\x02\x01b\x01", []mark{{"a", "x"}}},
+		{"shared in the first entry", "\x01\x01a\x02x", nil},
+		{"repeat in the first entry", "\x00\x01a\x01", nil},
+		{"odd description field but repeat", a + "\x01\x01b\x03", []mark{{"a", "x"}}},
+		{"suffix past the end", "\x00\x05a\x02x", nil},
+		{"description past the end", "\x00\x01a\x04x", nil},
+		{"huge shared", a + "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x00\x01", []mark{{"a", "x"}}},
+		{"huge description length", "\x00\x01a\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01x", nil},
+		{"varint of eleven bytes", strings.Repeat("\x80", 10) + "\x00", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &claims{marks: tt.marks}
+			if diff := gocmp.Diff(tt.want, marksOf(c), allowMark); diff != "" {
+				t.Errorf("marks mismatch (-want +got):\n%s", diff)
+			}
+			for _, q := range []string{"", "a", "b"} {
+				what, ok := c.what(q)
+				want := slices.IndexFunc(tt.want, func(m mark) bool { return m.token == q })
+				if ok != (want >= 0) || ok && what != tt.want[want].what {
+					t.Errorf("what(%q) = %q, %v; want it found only among %v", q, what, ok, tt.want)
+				}
+			}
+		})
 	}
-	for i := range len(c.marks) {
-		n := countMarks(&claims{marks: c.marks[:i]})
-		if n > 2 {
-			t.Errorf("%d of %d bytes read as %d marks, want at most 2", i, len(c.marks), n)
+}
+
+// TestWhatDoesNotAllocate: the join calls what for every peer and entry, so it
+// must not allocate.
+func TestWhatDoesNotAllocate(t *testing.T) {
+	c := claimsWithMarks(t, defaultMarks)
+	for _, token := range []string{"redis/ns/cluster-0/shard/0/master", "redis/ns/cluster-0/shard/0/replica"} {
+		wantWhat, wantOK := defaultMarks[token]
+		var what string
+		var ok bool
+		if n := testing.AllocsPerRun(100, func() { what, ok = c.what(token) }); n != 0 {
+			t.Errorf("what(%q) allocates %v times, want 0", token, n)
+		}
+		if what != wantWhat || ok != wantOK {
+			t.Errorf("what(%q) = %q, %v; want %q, %v", token, what, ok, wantWhat, wantOK)
 		}
 	}
 }

@@ -24,7 +24,7 @@ import (
 type Facts struct {
 	policy *Policy
 	packed string  // "" when the policy has no facts rule or it is undefined for the pod
-	claims *claims // nil when the policy has no claims rule
+	claims claims // zero when the policy has no claims rule
 }
 
 // packFacts packs the value of the facts rule, which must be a ground

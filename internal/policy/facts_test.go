@@ -100,9 +100,9 @@ func TestFactsHeap(t *testing.T) {
 	perPod := (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / n
 	runtime.KeepAlive(keep)
 	runtime.KeepAlive(pods)
-	t.Logf("facts of a Redis pod: %.0f bytes of heap (%d marks)", perPod, countMarks(keep[0].claims))
-	if perPod > 600 {
-		t.Errorf("facts of a Redis pod take %.0f bytes of heap, want at most 600", perPod)
+	t.Logf("facts of a Redis pod: %.0f bytes of heap (%d marks)", perPod, countMarks(&keep[0].claims))
+	if perPod > 350 {
+		t.Errorf("facts of a Redis pod take %.0f bytes of heap, want at most 350", perPod)
 	}
 }
 
