@@ -23,7 +23,7 @@ import (
 // microseconds of Rego that facts save per peer.
 type Facts struct {
 	policy *Policy
-	packed string  // "" when the policy has no facts rule or it is undefined for the pod
+	packed string // "" when the policy has no facts rule or it is undefined for the pod
 	claims claims // zero when the policy has no claims rule
 }
 
