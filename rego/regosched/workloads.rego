@@ -11,14 +11,11 @@ import data.regosched.config
 # Rule lists an entry may carry; each rule is {name, role, peer_role, scope}.
 rule_kinds := ["separate", "node_spread", "zone_apart"]
 
-# Facts about pod as a member of entry name; undefined when not a member
-# (not selected, or no non-empty cluster label). No shard_label: one shard "".
-# A rule's scope names the fact that must be equal ("cluster" or "shard").
-member(pod, name) := entries(pod)[name]
-
-# Entry name -> member facts, for every entry the pod belongs to. (One
-# comprehension, not a call of member per entry: calls cost more here than
-# the rest of the body.)
+# Entry name -> facts about pod as a member of that entry, for every entry
+# the pod belongs to (selected, with a non-empty cluster label). No
+# shard_label: one shard "". A rule's scope names the fact that must be equal
+# ("cluster" or "shard"). (One comprehension, no helper calls per entry:
+# calls cost more here than the rest of the body.)
 entries(pod) := {name: {
 	"kind": object.get(entry, "kind", name),
 	"cluster": cluster,

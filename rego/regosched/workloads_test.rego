@@ -23,16 +23,16 @@ test_single_shard_and_no_role if {
 }
 
 test_eck_kind_and_roles if {
-	m := workloads.member(f.pod("qs-0", "logs", "u", "", f.eck("qs", "true")), "elasticsearch-eck")
+	m := workloads.entries(f.pod("qs-0", "logs", "u", "", f.eck("qs", "true")))["elasticsearch-eck"]
 	m.kind == "elasticsearch"
 	m.roles == {"*", "data"}
 	m.shard == ""
-	not workloads.member(f.pod("qs-0", "logs", "u", "", f.eck("qs", "true")), "redis")
+	not workloads.entries(f.pod("qs-0", "logs", "u", "", f.eck("qs", "true"))).redis
 }
 
 test_kind_defaults_to_entry_name if {
 	cfg := {"workloads": {"kafka": {"match_labels": {"app": "kafka"}, "cluster_label": "c"}}}
-	m := workloads.member(f.pod("k", "mq", "u", "", {"app": "kafka", "c": "k"}), "kafka") with data.regosched.config as cfg
+	m := workloads.entries(f.pod("k", "mq", "u", "", {"app": "kafka", "c": "k"})).kafka with data.regosched.config as cfg
 	m.kind == "kafka"
 	m.roles == {"*"}
 }
