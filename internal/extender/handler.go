@@ -67,6 +67,7 @@ type handler struct {
 	// priorities recycles the lists prioritize answers: one entry per
 	// candidate, 120 KB at 5,000 nodes, each request.
 	priorities priorityLists
+	args       argsDecoder
 	requests   *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
 }
@@ -99,10 +100,10 @@ func New(cfg Config) (http.Handler, error) {
 	if prefix == "/" {
 		prefix = ""
 	}
-	r.Handle(prefix+"/filter", verb(h, "filter", decodeArgs, h.filter)).Methods(http.MethodPost)
-	r.Handle(prefix+"/prioritize", verb(h, "prioritize", decodeArgs, h.prioritize)).Methods(http.MethodPost)
-	r.Handle(prefix+"/preempt", verb(h, "preempt", decodePreemptionArgs, h.preempt)).Methods(http.MethodPost)
-	r.Handle(prefix+"/bind", verb(h, "bind", decodeBindingArgs, h.bind)).Methods(http.MethodPost)
+	r.Handle(prefix+"/filter", verb(h, "filter", h.args.decode, h.filter, h.args.release)).Methods(http.MethodPost)
+	r.Handle(prefix+"/prioritize", verb(h, "prioritize", h.args.decode, h.prioritize, h.args.release)).Methods(http.MethodPost)
+	r.Handle(prefix+"/preempt", verb(h, "preempt", decodePreemptionArgs, h.preempt, nil)).Methods(http.MethodPost)
+	r.Handle(prefix+"/bind", verb(h, "bind", decodeBindingArgs, h.bind, nil)).Methods(http.MethodPost)
 	healthRoutes(r, cfg)
 	if cfg.Profiling {
 		r.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -124,7 +125,8 @@ type outcome struct {
 }
 
 // verb wraps an extender verb: body limit, decoding, metrics and logging.
-func verb[A any](h *handler, name string, decodeBody func([]byte) (*A, error), answer func(context.Context, *A) outcome) http.Handler {
+// release, if set, gets decoded arguments back once the answer is written.
+func verb[A any](h *handler, name string, decodeBody func([]byte) (*A, error), answer func(context.Context, *A) outcome, release func(*A)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		var out outcome
@@ -150,6 +152,9 @@ func verb[A any](h *handler, name string, decodeBody func([]byte) (*A, error), a
 		writeJSON(w, out.status, out.body)
 		if out.written != nil {
 			out.written()
+		}
+		if args != nil && release != nil {
+			defer release(args) // after the log below, which reads the pod
 		}
 
 		elapsed := time.Since(start)
@@ -235,10 +240,55 @@ func decodeJSON(data []byte, v any, what string) error {
 	return nil
 }
 
-// decodeArgs reads the body of filter and prioritize.
-func decodeArgs(body []byte) (*extenderv1.ExtenderArgs, error) {
+// argsDecoder reads the body of filter and prioritize, into recycled
+// NodeNames.
+type argsDecoder struct {
+	names nameLists
+}
+
+// decode decodes body; release gives the result's memory back.
+func (a *argsDecoder) decode(body []byte) (*extenderv1.ExtenderArgs, error) {
+	room := a.names.get()
+	args, err := decodeArgs(body, room)
+	if err != nil || args.NodeNames == nil || len(*args.NodeNames) == 0 {
+		// Nothing will read room: back it goes, cleared to its capacity as
+		// a failed decode may have written into it.
+		a.names.put(room[:cap(room)])
+	}
+	return args, err
+}
+
+// release recycles the NodeNames of args, decoded by decode, once nothing
+// reads them: after the answer, which may share them, is written.
+func (a *argsDecoder) release(args *extenderv1.ExtenderArgs) {
+	if args.NodeNames != nil && len(*args.NodeNames) > 0 {
+		a.names.put(*args.NodeNames)
+	}
+}
+
+// decodeArgs decodes the body of filter and prioritize. NodeNames are
+// decoded into room when it has any (room is then the caller's no more);
+// room may be nil.
+func decodeArgs(body []byte, room []string) (*extenderv1.ExtenderArgs, error) {
 	var args extenderv1.ExtenderArgs
-	if err := decodeJSON(body, &args, "ExtenderArgs"); err != nil {
+	names := room[:0]
+	if cap(names) > 0 {
+		args.NodeNames = &names
+	}
+	err := decodeJSON(body, &args, "ExtenderArgs")
+	if err == nil && args.NodeNames == &names {
+		switch {
+		case names == nil:
+			args.NodeNames = nil // "NodeNames": null, as with full Node objects
+		case len(names) == 0:
+			// An empty list and no NodeNames key at all both leave room
+			// empty. The scheduler sends neither (it sends null or
+			// candidates), so telling them apart may cost a second decode.
+			args = extenderv1.ExtenderArgs{}
+			err = decodeJSON(body, &args, "ExtenderArgs")
+		}
+	}
+	if err != nil {
 		return nil, err
 	}
 	if args.Pod == nil {

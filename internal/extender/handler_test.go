@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,13 +29,24 @@ type stubDecider struct {
 	gotBind    *extenderv1.ExtenderBindingArgs
 }
 
+// keepArgs copies what a test reads of args after the request: the
+// handler recycles NodeNames once it has answered.
+func keepArgs(args *extenderv1.ExtenderArgs) *extenderv1.ExtenderArgs {
+	kept := *args
+	if args.NodeNames != nil {
+		names := slices.Clone(*args.NodeNames)
+		kept.NodeNames = &names
+	}
+	return &kept
+}
+
 func (s *stubDecider) Filter(_ context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error) {
-	s.got = args
+	s.got = keepArgs(args)
 	return s.filter, s.err
 }
 
 func (s *stubDecider) Prioritize(_ context.Context, args *extenderv1.ExtenderArgs, dst extenderv1.HostPriorityList) (extenderv1.HostPriorityList, error) {
-	s.got = args
+	s.got = keepArgs(args)
 	return append(dst, s.priorities...), s.err
 }
 
