@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"sync"
-
-	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 )
 
 // maxPooledBody is the largest buffer kept for reuse: enough for the node
@@ -51,61 +49,36 @@ func decode[A any](b *bodyBuffers, body io.Reader, size, limit int64, decode fun
 	return decode(buf.Bytes())
 }
 
-// priorityLists recycles HostPriorityLists between prioritize calls.
-type priorityLists struct {
-	pool sync.Pool // of *extenderv1.HostPriorityList
+// recycled keeps slices of E between requests: the HostPriorityList
+// prioritize answers (one entry per candidate, 120 KB at 5,000 nodes) and
+// the slice the candidates' NodeNames decode into (one string header per
+// candidate, 80 KB at 5,000 nodes). Decoding into a slice with room writes
+// the names in place (goccy/go-json, like encoding/json, appends to the
+// slice it is given); without room it decodes into a scratch buffer and
+// copies from there into a new slice.
+type recycled[E any] struct {
+	pool sync.Pool // of *[]E
 }
 
-// maxPooledPriorities bounds the lists kept: more candidates than any
-// cluster has nodes would be an outlier not worth keeping.
-const maxPooledPriorities = 16384
-
-// get returns an empty list, with room when one was recycled.
-func (l *priorityLists) get() extenderv1.HostPriorityList {
-	if p, ok := l.pool.Get().(*extenderv1.HostPriorityList); ok {
-		return (*p)[:0]
-	}
-	return extenderv1.HostPriorityList{}
-}
-
-// put recycles list, which nothing may read afterwards.
-func (l *priorityLists) put(list extenderv1.HostPriorityList) {
-	if c := cap(list); c > 0 && c <= maxPooledPriorities {
-		// Cleared: a kept Host would keep the last request's decoded strings alive.
-		clear(list)
-		list = list[:0]
-		l.pool.Put(&list)
-	}
-}
-
-// nameLists recycles the slices the candidates' NodeNames decode into: one
-// string header per candidate, 80 KB at 5,000 nodes, each filter and
-// prioritize call. Decoding into a slice with room writes the names in place
-// (goccy/go-json, like encoding/json, appends to the slice it is given);
-// without room it decodes into a scratch buffer and copies from there into a
-// new slice.
-type nameLists struct {
-	pool sync.Pool // of *[]string
-}
-
-// maxPooledNames bounds the slices kept, as maxPooledPriorities does.
-const maxPooledNames = 16384
+// maxPooledSlice bounds the slices kept: more candidates than any cluster
+// has nodes would be an outlier not worth keeping.
+const maxPooledSlice = 16384
 
 // get returns an empty slice with room, or nil when none was recycled.
-func (l *nameLists) get() []string {
-	if p, ok := l.pool.Get().(*[]string); ok {
+func (l *recycled[E]) get() []E {
+	if p, ok := l.pool.Get().(*[]E); ok {
 		return *p
 	}
 	return nil
 }
 
-// put recycles names, which nothing may read afterwards.
-func (l *nameLists) put(names []string) {
-	if c := cap(names); c > 0 && c <= maxPooledNames {
-		// Cleared: a kept name would keep the last request's decoded strings
-		// alive. Nothing was written past len.
-		clear(names)
-		names = names[:0]
-		l.pool.Put(&names)
+// put recycles s, which nothing may read afterwards.
+func (l *recycled[E]) put(s []E) {
+	if c := cap(s); c > 0 && c <= maxPooledSlice {
+		// Cleared to len: a kept element would keep the last request's
+		// decoded strings alive. Callers pass the whole written length.
+		clear(s)
+		s = s[:0]
+		l.pool.Put(&s)
 	}
 }

@@ -166,10 +166,10 @@ func TestArgsDecoderRecycles(t *testing.T) {
 	}
 }
 
-// TestNameListsClear: a recycled slice keeps no name of the request that
+// TestRecycledClear: a recycled slice keeps no name of the request that
 // released it, up to its capacity.
-func TestNameListsClear(t *testing.T) {
-	var l nameLists
+func TestRecycledClear(t *testing.T) {
+	var l recycled[string]
 	l.put([]string{"a", "b", "c"})
 	room := l.get()
 	if room == nil {

@@ -64,9 +64,8 @@ type Config struct {
 type handler struct {
 	cfg    Config
 	bodies bodyBuffers
-	// priorities recycles the lists prioritize answers: one entry per
-	// candidate, 120 KB at 5,000 nodes, each request.
-	priorities priorityLists
+	// priorities recycles the lists prioritize answers.
+	priorities recycled[extenderv1.HostPriority]
 	args       argsDecoder
 	requests   *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
@@ -190,6 +189,9 @@ func (h *handler) prioritize(ctx context.Context, args *extenderv1.ExtenderArgs)
 		h.priorities.put(buf)
 		return outcome{status: http.StatusInternalServerError, label: "error", err: err}
 	}
+	if res == nil {
+		res = extenderv1.HostPriorityList{} // [], not null: no candidate scored
+	}
 	return outcome{status: http.StatusOK, label: "ok", body: res, written: func() { h.priorities.put(res) }}
 }
 
@@ -243,7 +245,7 @@ func decodeJSON(data []byte, v any, what string) error {
 // argsDecoder reads the body of filter and prioritize, into recycled
 // NodeNames.
 type argsDecoder struct {
-	names nameLists
+	names recycled[string]
 }
 
 // decode decodes body; release gives the result's memory back.

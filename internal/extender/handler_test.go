@@ -323,6 +323,7 @@ func TestPrioritizeListsAreRecycledEmpty(t *testing.T) {
 		give extenderv1.HostPriorityList
 		want string
 	}{
+		{nil, `[]`}, // nothing recycled yet: no list to fill, still not null
 		{d.priorities, `[{"Host":"n1","Score":3},{"Host":"n2","Score":10}]`},
 		{extenderv1.HostPriorityList{{Host: "n2", Score: 7}}, `[{"Host":"n2","Score":7}]`},
 		{nil, `[]`},
