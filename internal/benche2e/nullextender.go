@@ -36,10 +36,7 @@ func (nullDecider) Filter(_ context.Context, a *extenderv1.ExtenderArgs) (*exten
 }
 
 func (nullDecider) Prioritize(_ context.Context, _ *extenderv1.ExtenderArgs, dst extenderv1.HostPriorityList) (extenderv1.HostPriorityList, error) {
-	if dst == nil {
-		return extenderv1.HostPriorityList{}, nil
-	}
-	return dst[:0], nil
+	return dst[:0], nil // the handler writes nil as []
 }
 
 func (nullDecider) Preempt(context.Context, *extenderv1.ExtenderPreemptionArgs) (*extenderv1.ExtenderPreemptionResult, error) {

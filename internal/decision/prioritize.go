@@ -15,12 +15,10 @@ import (
 // highest total penalty scores 0, a node with none scores the maximum.
 // Nodes that score 0 are left out of the answer (kube-scheduler scores a
 // missing node 0), and a pod with no peers gets an empty list: no preference.
-// The scores are appended to dst[:0] (nil: a new list), so that a caller
-// can recycle the list, one entry per candidate, between calls.
+// The scores are appended to dst[:0] (nil: a new list, or nil when none
+// scores), so that a caller can recycle the list, one entry per candidate,
+// between calls. The HTTP handler writes a nil answer as [].
 func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs, dst extenderv1.HostPriorityList) (extenderv1.HostPriorityList, error) {
-	if dst == nil {
-		dst = extenderv1.HostPriorityList{} // empty, not null, in JSON
-	}
 	dst = dst[:0]
 	penalties, err := d.penalties(ctx, args)
 	if err != nil {
