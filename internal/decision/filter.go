@@ -120,21 +120,23 @@ func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.Exten
 	if len(conflicts) == 0 {
 		return &extenderv1.ExtenderFilterResult{}, all, nil
 	}
-	byNode := map[string][]policy.Conflict{}
+	conflictsAt := map[string][]policy.Conflict{}
 	for _, c := range conflicts {
-		byNode[c.Node] = append(byNode[c.Node], c)
+		conflictsAt[c.Node] = append(conflictsAt[c.Node], c)
 	}
+	byNode := newFewNodes(conflictsAt)
 	result := &extenderv1.ExtenderFilterResult{
 		FailedNodes:                extenderv1.FailedNodesMap{},
 		FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{},
 	}
 	// One pass over the candidates, in the scheduler's order: a look-up in
-	// byNode (a handful of nodes) per name; the kept ones are moved later, in
-	// runs between failed ones rather than one by one.
+	// byNode (a handful of nodes, most candidates turned away by its
+	// fingerprint) per name; the kept ones are moved later, in runs between
+	// failed ones rather than one by one.
 	var kept []int // start and end of each run of kept candidates
 	start := 0
 	for i, name := range names {
-		cs, ok := byNode[name]
+		cs, ok := byNode.get(name)
 		if !ok {
 			continue
 		}

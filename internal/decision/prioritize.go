@@ -43,7 +43,12 @@ func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs,
 		values map[string]float64
 	}
 	keys := make([]keyed, 0, len(byKey))
+	var onNodes fewNodes[float64] // the hostname key's penalties: a few nodes among the candidates
 	for key, values := range byKey {
+		if key == policy.HostnameKey {
+			onNodes = newFewNodes(values)
+			continue
+		}
 		keys = append(keys, keyed{key, values})
 	}
 	names := candidateNames(args)
@@ -51,20 +56,20 @@ func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs,
 	defer d.totals.put(totals)
 	var highest float64
 	for i, name := range names {
-		var labels map[string]string
-		for _, k := range keys {
-			if k.key == policy.HostnameKey { // the node name, known even for nodes without labels
-				totals[i] += k.values[name]
-				continue
-			}
-			if labels == nil {
-				labels = d.nodeLabels(args, i, name)
-			}
-			if v, ok := labels[k.key]; ok {
-				totals[i] += k.values[v]
+		// The node name is known even for nodes without labels.
+		total, _ := onNodes.get(name)
+		if len(keys) > 0 {
+			labels := d.nodeLabels(args, i, name)
+			for _, k := range keys {
+				if v, ok := labels[k.key]; ok {
+					total += k.values[v]
+				}
 			}
 		}
-		highest = math.Max(highest, totals[i])
+		totals[i] = total
+		if total > highest { // not math.Max, whose NaN and ±0 cases cost more than the rest of the loop: weights are finite and non-negative (checked when read)
+			highest = total
+		}
 	}
 	if highest == 0 {
 		return dst, nil
