@@ -60,6 +60,17 @@ type Options struct {
 	MaxWait time.Duration
 	// Client binds pods (bind verb) and reads pods unknown to the cache.
 	Client kubernetes.Interface
+	// Pending, if set, holds pending pods described before their filter
+	// call (placement.Pending); filter describes the others itself.
+	Pending PendingViews
+}
+
+// PendingViews gives what was worked out for a pending pod ahead of its
+// filter call (implemented by placement.Pending).
+type PendingViews interface {
+	// Described returns pod's groups and facts when they were described
+	// under by from what pod holds now.
+	Described(pod *placement.Pod, by any) (keys []string, facts any, ok bool)
 }
 
 // Policies gives the policy to decide with; nil while none is active.
@@ -79,6 +90,9 @@ type Decider struct {
 	denials    *prometheus.CounterVec
 	waits      prometheus.Histogram
 	binds      *prometheus.CounterVec
+	described  *prometheus.CounterVec
+	// describedAhead and describedNow are described's two children.
+	describedAhead, describedNow prometheus.Counter
 }
 
 // New returns a Decider whose metrics are registered on reg.
@@ -110,8 +124,13 @@ func New(placements Placements, policies Policies, log logrus.FieldLogger, reg p
 			Name: "regosched_binds_total",
 			Help: "Bind verb outcomes: bound, refused (a hard rule would break), error.",
 		}, []string{"outcome"}),
+		described: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regosched_pending_descriptions_total",
+			Help: "Pending pods' policy descriptions used by filter, by when they were made: ahead (when the pod was created or changed) or in_request.",
+		}, []string{"when"}),
 	}
-	for _, c := range []prometheus.Collector{d.denials, d.waits, d.binds} {
+	d.describedAhead, d.describedNow = d.described.WithLabelValues("ahead"), d.described.WithLabelValues("in_request")
+	for _, c := range []prometheus.Collector{d.denials, d.waits, d.binds, d.described} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering decision metrics: %w", err)
 		}
@@ -162,7 +181,7 @@ func (d *Decider) lookup(ctx context.Context, pod *v1.Pod, wait bool) (*subject,
 	// one) must not make it look placed.
 	s.pod.Node = ""
 	// s.pod is ours (built from the request above): setting Facts is safe.
-	keys, facts, err := pol.DescribePending(ctx, s.pod)
+	keys, facts, err := d.describePending(ctx, pol, s.pod)
 	if err != nil {
 		return nil, err
 	}
@@ -175,6 +194,20 @@ func (d *Decider) lookup(ctx context.Context, pod *v1.Pod, wait bool) (*subject,
 	}
 	s.peers = d.placements.Peers(keys, s.pod.UID)
 	return s, nil
+}
+
+// describePending gives the pending pod's groups and facts under pol: as
+// described when the pod was created, if nothing they depend on has changed
+// since, else evaluated now.
+func (d *Decider) describePending(ctx context.Context, pol *policy.Policy, pod *placement.Pod) ([]string, any, error) {
+	if d.opts.Pending != nil {
+		if keys, facts, ok := d.opts.Pending.Described(pod, pol); ok {
+			d.describedAhead.Inc()
+			return keys, facts, nil
+		}
+	}
+	d.describedNow.Inc()
+	return pol.DescribePending(ctx, pod)
 }
 
 func (d *Decider) waitForPeers(ctx context.Context, s *subject) {

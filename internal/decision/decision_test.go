@@ -447,3 +447,59 @@ func TestDenialsAreLogged(t *testing.T) {
 		t.Errorf("decision log (-want +got):\n%s", diff)
 	}
 }
+
+// TestFilterUsesPendingDescriptions: filter takes the pending pod's
+// description made when the pod was created, and describes the pod itself
+// when the request's pod differs from the one described (here relabelled to
+// a role no rule concerns), so the decision always follows the request.
+func TestFilterUsesPendingDescriptions(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	d, client := newDecider(t, []*placement.Pod{esData("es-data-0", "node-1")}, reg)
+	pending := esData("es-data-1", "")
+	obj := pendingPod(pending)
+	obj.Spec.SchedulerName = "regosched"
+	if _, err := client.CoreV1().Pods(obj.Namespace).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	log, _ := logtest.NewNullLogger()
+	views, err := placement.NewPending(client, "regosched", policy.PendingDescriber(d.policies.Load), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); views.Shutdown() })
+	views.Start(ctx)
+	if !views.WaitForSync(ctx) || views.Len() != 1 {
+		t.Fatalf("pending pods described: %d, want 1", views.Len())
+	}
+	d.opts.Pending = views
+
+	relabelled := pendingPod(pending)
+	relabelled.Labels["app.kubernetes.io/component"] = "master"
+	tests := []struct {
+		name      string
+		pod       *v1.Pod
+		wantKept  []string
+		wantAhead float64
+		wantNow   float64
+	}{
+		{"as created", pendingPod(pending), []string{"node-2"}, 1, 0},
+		{"relabelled since", relabelled, []string{"node-1", "node-2"}, 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := d.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: tt.pod, NodeNames: names("node-1", "node-2")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.wantKept, *got.NodeNames); diff != "" {
+				t.Errorf("kept (-want +got):\n%s", diff)
+			}
+			ahead := testutil.ToFloat64(d.described.WithLabelValues("ahead"))
+			now := testutil.ToFloat64(d.described.WithLabelValues("in_request"))
+			if ahead != tt.wantAhead || now != tt.wantNow {
+				t.Errorf("descriptions used: ahead %v, in request %v; want %v, %v", ahead, now, tt.wantAhead, tt.wantNow)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -116,6 +117,19 @@ func (p *Policy) describe(ctx context.Context, d *description, pod *placement.Po
 func Describer(current func() *Policy) func(context.Context, *placement.Pod) ([]string, any, error) {
 	return func(ctx context.Context, pod *placement.Pod) ([]string, any, error) {
 		return current().DescribePeer(ctx, pod)
+	}
+}
+
+// PendingDescriber adapts DescribePending to placement.Pending, for the
+// policy that current gives at each call, which it names as the describer.
+func PendingDescriber(current func() *Policy) placement.DescribeFunc {
+	return func(ctx context.Context, pod *placement.Pod) ([]string, any, any, error) {
+		p := current()
+		if p == nil {
+			return nil, nil, nil, errors.New("no active policy")
+		}
+		keys, facts, err := p.DescribePending(ctx, pod)
+		return keys, facts, p, err
 	}
 }
 

@@ -48,6 +48,10 @@ type Options struct {
 	// filter but whose binding is not yet seen (see decision.Options).
 	InFlightTTL  time.Duration
 	InFlightWait time.Duration
+	// SchedulerName is the profile whose pending pods are described as
+	// soon as they are created, ahead of their filter calls; empty: each
+	// filter call describes its pod.
+	SchedulerName string
 	// PolicyPoll is how often --policy is checked for changes; 0 disables
 	// reloading. Unused for the embedded policy.
 	PolicyPoll time.Duration
@@ -123,11 +127,20 @@ func Run(ctx context.Context, opts Options) error {
 	if err := cache.RegisterMetrics(reg); err != nil {
 		return err
 	}
-	decider, err := decision.New(cache, active, log.WithField("component", "decision"), reg, decision.Options{
+	dopts := decision.Options{
 		InFlightTTL: opts.InFlightTTL,
 		MaxWait:     opts.InFlightWait,
 		Client:      client,
-	})
+	}
+	describePending := policy.PendingDescriber(active.Load)
+	var pending *placement.Pending
+	if opts.SchedulerName != "" {
+		if pending, err = placement.NewPending(client, opts.SchedulerName, describePending, log.WithField("component", "pending")); err != nil {
+			return err
+		}
+		dopts.Pending = pending
+	}
+	decider, err := decision.New(cache, active, log.WithField("component", "decision"), reg, dopts)
 	if err != nil {
 		return err
 	}
@@ -209,16 +222,33 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	cache.Start(ctx)
+	if pending != nil {
+		// Not waited for: a pod it has not described yet is described by
+		// its filter call.
+		pending.Start(ctx)
+	}
 	// The informers stop only once ctx is cancelled: cancel, then wait.
-	defer func() { cancel(); cache.Shutdown() }()
+	defer func() {
+		cancel()
+		cache.Shutdown()
+		if pending != nil {
+			pending.Shutdown()
+		}
+	}()
 	go func() {
 		if cache.WaitForSync(ctx) {
 			log.WithFields(logrus.Fields{"pods": cache.PodCount(), "nodes": cache.NodeCount()}).Info("placement cache synced; ready")
 		}
 	}()
 
-	// A new policy may group pods differently: index them again.
-	reindex := func(ctx context.Context, _ *policy.Policy) { cache.SetKeyFunc(ctx, keys) }
+	// A new policy may group pods differently: index them again, and
+	// describe the pending pods again under it.
+	reindex := func(ctx context.Context, _ *policy.Policy) {
+		cache.SetKeyFunc(ctx, keys)
+		if pending != nil {
+			pending.SetDescribeFunc(ctx, describePending)
+		}
+	}
 	switch {
 	case remote != nil:
 		remote.Active, remote.Activate = active, reindex

@@ -1,0 +1,187 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// DescribeFunc describes a pending pod for its filter call: its groups and
+// facts, and by, what described it (the policy), so that a description
+// made under another can be told apart.
+type DescribeFunc func(ctx context.Context, pod *Pod) (keys []string, facts any, by any, err error)
+
+// Pending describes the pods waiting for one scheduler profile as soon as
+// the API server reports them, so that a filter call finds its pod's
+// description made: the policy then runs on the informer's goroutine while
+// the pod waits in kube-scheduler's queue, not inside the scheduler's one
+// scheduling cycle at a time. A pod the scheduler reaches before its event
+// reaches regosched is described by the filter call itself, as is a pod
+// whose labels changed since, or one described under another policy.
+type Pending struct {
+	log      logrus.FieldLogger
+	factory  informers.SharedInformerFactory
+	pods     cache.SharedIndexInformer
+	synced   cache.InformerSynced
+	describe atomic.Pointer[DescribeFunc]
+
+	// writeMu serialises writers (informer events and re-describing), so
+	// that re-describing never overwrites a newer event with an older one.
+	writeMu sync.Mutex
+	mu      sync.RWMutex
+	byUID   map[types.UID]*described
+}
+
+type described struct {
+	pod  *Pod // with the facts, as DescribeFunc gave them
+	keys []string
+	by   any
+}
+
+// pendingPods selects the pods scheduler has yet to place. A pod leaving
+// this selection (bound, or moved to a terminal phase) arrives as a delete.
+func pendingPods(scheduler string) string {
+	return "spec.nodeName=,spec.schedulerName=" + scheduler +
+		",status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed)
+}
+
+// NewPending watches the pending pods of the profile scheduler (its
+// schedulerName) and describes each with describe; SetDescribeFunc
+// replaces it later.
+func NewPending(client kubernetes.Interface, scheduler string, describe DescribeFunc, log logrus.FieldLogger) (*Pending, error) {
+	p := &Pending{log: log, byUID: map[types.UID]*described{}}
+	p.describe.Store(&describe)
+	p.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(stripPod))
+	p.pods = p.factory.InformerFor(&corev1.Pod{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewFilteredPodInformer(client, metav1.NamespaceAll, resync, cache.Indexers{},
+			func(o *metav1.ListOptions) { o.FieldSelector = pendingPods(scheduler) })
+	})
+	reg, err := p.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    p.upsert,
+		UpdateFunc: p.update,
+		DeleteFunc: p.remove,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("registering pending pod event handler: %w", err)
+	}
+	p.synced = reg.HasSynced
+	return p, nil
+}
+
+// Start runs the informer until ctx ends.
+func (p *Pending) Start(ctx context.Context) { p.factory.Start(ctx.Done()) }
+
+// Shutdown waits for the informer's goroutines once ctx given to Start ended.
+func (p *Pending) Shutdown() { p.factory.Shutdown() }
+
+// WaitForSync blocks until the pods pending at start are described, or ctx
+// ends; it reports which.
+func (p *Pending) WaitForSync(ctx context.Context) bool {
+	return cache.WaitForCacheSync(ctx.Done(), p.synced)
+}
+
+// Described returns what was worked out for pod, when it was described
+// under by and nothing the description read has changed since: the same
+// pod (UID), namespace, name, labels and priority.
+func (p *Pending) Described(pod *Pod, by any) (keys []string, facts any, ok bool) {
+	p.mu.RLock()
+	d := p.byUID[pod.UID]
+	p.mu.RUnlock()
+	if d == nil || d.by != by || d.pod.Namespace != pod.Namespace || d.pod.Name != pod.Name ||
+		d.pod.Labels != pod.Labels || d.pod.Priority != pod.Priority {
+		return nil, nil, false
+	}
+	return d.keys, d.pod.Facts, true
+}
+
+// Len is the number of pending pods described.
+func (p *Pending) Len() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return len(p.byUID)
+}
+
+// SetDescribeFunc replaces the description (after a policy change) and
+// describes every pending pod again with it before returning.
+func (p *Pending) SetDescribeFunc(ctx context.Context, describe DescribeFunc) {
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	p.describe.Store(&describe)
+	for _, obj := range p.pods.GetStore().List() {
+		if r, ok := obj.(*podRecord); ok {
+			p.upsertLocked(ctx, r)
+		}
+	}
+}
+
+func (p *Pending) upsert(obj any) {
+	r, ok := obj.(*podRecord)
+	if !ok {
+		return
+	}
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	p.upsertLocked(context.Background(), r)
+}
+
+func (p *Pending) update(oldObj, newObj any) {
+	oldPod, ok1 := oldObj.(*podRecord)
+	newPod, ok2 := newObj.(*podRecord)
+	if ok1 && ok2 && samePlacement(oldPod, newPod) {
+		return // status churn (the scheduler's conditions): nothing described has changed
+	}
+	p.upsert(newObj)
+}
+
+func (p *Pending) remove(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	r, ok := obj.(*podRecord)
+	if !ok {
+		return
+	}
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	p.mu.Lock()
+	delete(p.byUID, r.uid)
+	p.mu.Unlock()
+}
+
+// upsertLocked describes r. The caller holds writeMu.
+func (p *Pending) upsertLocked(ctx context.Context, r *podRecord) {
+	pod := r.pod()
+	var (
+		d   *described
+		err error
+	)
+	if r.nodeName == "" && !r.terminal {
+		d = &described{pod: pod}
+		// pod is not shared yet: setting Facts keeps it immutable once published.
+		d.keys, pod.Facts, d.by, err = (*p.describe.Load())(ctx, pod)
+	}
+	if err != nil {
+		// Nothing is lost: the filter call describes the pod itself, and
+		// reports the error where the scheduler sees it.
+		p.log.WithError(err).WithField("pod", pod.Key()).Debug("describing a pending pod")
+		d = nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if d == nil {
+		delete(p.byUID, r.uid)
+		return
+	}
+	p.byUID[r.uid] = d
+}
