@@ -412,3 +412,53 @@ func deletePod(t *testing.T, ctx context.Context, ns, name string) {
 		t.Fatal(err)
 	}
 }
+
+// A pod held in the scheduler's queue by a scheduling gate is described by
+// regosched meanwhile, through the real API server's field selector on
+// pending pods of the profile; once the gate is lifted, its filter call
+// uses that description instead of evaluating one.
+func TestPendingPodDescribedAhead(t *testing.T) {
+	const ns = "e2e-ahead"
+	ctx := setup(t, ns)
+	three := nodes(t, ctx, 3)
+	const ahead = `regosched_pending_descriptions_total{when="ahead"}`
+	before, err := stack.Sample(ctx, ahead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting, err := stack.Sample(ctx, "regosched_pending_pods") // other tests' refused pods
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := ls.OnNodes(ls.ESPod(ns, "es", "es-data-0", "data"), three...)
+	pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "regosched.io/e2e"}}
+	pods := stack.Client().CoreV1().Pods(ns)
+	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := stack.Sample(ctx, "regosched_pending_pods")
+		return n == waiting+1, err
+	})
+	if err != nil {
+		t.Fatalf("waiting for regosched to describe the gated pod: %v", err)
+	}
+	created.Spec.SchedulingGates = nil
+	if _, err := pods.Update(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stack.WaitBound(ctx, ns, pod.Name, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	after, err := stack.Sample(ctx, ahead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before+1 {
+		t.Errorf("%s went from %d to %d, want one more", ahead, before, after)
+	}
+	if n, err := stack.Sample(ctx, "regosched_pending_pods"); err != nil || n != waiting {
+		t.Errorf("regosched_pending_pods = %d, %v once the pod is bound; want %d", n, err, waiting)
+	}
+}

@@ -354,7 +354,18 @@ func (s *Stack) CachedPods(ctx context.Context) (int, error) {
 	return parseGauge(body, "regosched_cached_pods")
 }
 
-// parseGauge finds an unlabelled sample of name in Prometheus text format.
+// Sample scrapes one sample of regosched's /metrics, named as the text
+// format writes it: name, or name{label="value",...}.
+func (s *Stack) Sample(ctx context.Context, sample string) (int, error) {
+	body, err := s.Metrics(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return parseGauge(body, sample)
+}
+
+// parseGauge finds a sample of name (with its labels, if any, as written)
+// in Prometheus text format.
 func parseGauge(body []byte, name string) (int, error) {
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	for sc.Scan() {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,6 +104,18 @@ func (p *Pending) Described(pod *Pod, by any) (keys []string, facts any, ok bool
 		return nil, nil, false
 	}
 	return d.keys, d.pod.Facts, true
+}
+
+// RegisterMetrics exposes the number of pending pods described on reg.
+func (p *Pending) RegisterMetrics(reg prometheus.Registerer) error {
+	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "regosched_pending_pods",
+		Help: "Pods waiting for the regosched profile whose description is made, ahead of their filter calls.",
+	}, func() float64 { return float64(p.Len()) })
+	if err := reg.Register(g); err != nil {
+		return fmt.Errorf("registering pending pod metrics: %w", err)
+	}
+	return nil
 }
 
 // Len is the number of pending pods described.

@@ -138,6 +138,9 @@ func Run(ctx context.Context, opts Options) error {
 		if pending, err = placement.NewPending(client, opts.SchedulerName, describePending, log.WithField("component", "pending")); err != nil {
 			return err
 		}
+		if err := pending.RegisterMetrics(reg); err != nil {
+			return err
+		}
 		dopts.Pending = pending
 	}
 	decider, err := decision.New(cache, active, log.WithField("component", "decision"), reg, dopts)
