@@ -202,6 +202,8 @@ func (b *bench) measure(ctx context.Context, mode Mode) (Result, error) {
 	// Every pod first, with no scheduler running.
 	pods := w.Pods(mode, run)
 	log.WithField("pods", len(pods)).Info("creating pods")
+	createPIDs := b.pids()
+	atCreate := cpuSnapshot(createPIDs)
 	res.CreateStart = time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(b.opts.CreateWorkers)
@@ -234,6 +236,7 @@ func (b *bench) measure(ctx context.Context, mode Mode) (Result, error) {
 	}
 	pids := b.pids()
 	before := cpuSnapshot(pids)
+	res.CreateCPU = cpuDelta([]string{"kube-apiserver", "etcd", "regosched", "bench"}, atCreate, cpuSnapshot(createPIDs))
 	log.Info("starting kube-scheduler")
 	res.SchedStart = time.Now()
 	sched, err := b.stack.Cluster().StartScheduler(ctx, cfg)

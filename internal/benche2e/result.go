@@ -29,6 +29,10 @@ type Result struct {
 	Violations []string
 	// CPU is CPU time per process over SchedStart..LastBound.
 	CPU []ProcCPU
+	// CreateCPU is CPU time per process over CreateStart..SchedStart: the
+	// API server storing the pods and, in regosched mode, regosched
+	// describing them as they arrive, ahead of their filter calls.
+	CreateCPU []ProcCPU
 	// Verbs is regosched's own time per verb (regosched mode only).
 	Verbs []VerbTime
 }
@@ -79,6 +83,10 @@ func (r Result) Details() []string {
 			break
 		}
 		out = append(out, fmt.Sprintf("%s:   %s", name, v))
+	}
+	if len(r.CreateCPU) > 0 {
+		out = append(out, fmt.Sprintf("%s: cpu over first-created->sched-start (%s wall, %d cores): %s",
+			name, ms(r.SchedStart.Sub(r.CreateStart)), numCPU(), FormatCPU(r.CreateCPU, r.Pods)))
 	}
 	if len(r.CPU) > 0 {
 		out = append(out, fmt.Sprintf("%s: cpu over sched-start->last-bound (%s wall, %d cores): %s",

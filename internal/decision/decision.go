@@ -126,7 +126,7 @@ func New(placements Placements, policies Policies, log logrus.FieldLogger, reg p
 		}, []string{"outcome"}),
 		described: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regosched_pending_descriptions_total",
-			Help: "Pending pods' policy descriptions used by filter, by when they were made: ahead (when the pod was created or changed) or in_request.",
+			Help: "Pending pods' policy descriptions used by filter, preempt and prioritize (when filter left no penalties), by when they were made: ahead (when the pod was created or changed) or in_request.",
 		}, []string{"when"}),
 	}
 	d.describedAhead, d.describedNow = d.described.WithLabelValues("ahead"), d.described.WithLabelValues("in_request")
