@@ -105,11 +105,7 @@ func New(client kubernetes.Interface, keys KeyFunc, log logrus.FieldLogger, opts
 		return coreinformers.NewFilteredPodInformer(client, metav1.NamespaceAll, resync, cache.Indexers{},
 			func(o *metav1.ListOptions) { o.FieldSelector = boundPods })
 	})
-	reg, err := c.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.upsert,
-		UpdateFunc: c.update,
-		DeleteFunc: c.remove,
-	})
+	reg, err := c.pods.AddEventHandler(c.writer().handlers())
 	if err != nil {
 		return nil, fmt.Errorf("registering pod event handler: %w", err)
 	}
@@ -151,14 +147,12 @@ func (c *Cache) WaitForSync(ctx context.Context) bool {
 // SetKeyFunc replaces the grouping (after a policy change) and re-indexes
 // every cached pod with it before returning.
 func (c *Cache) SetKeyFunc(ctx context.Context, keys KeyFunc) {
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	c.keyFunc.Store(&keys)
-	for _, obj := range c.pods.GetStore().List() {
-		if r, ok := obj.(*podRecord); ok {
-			c.upsertLocked(ctx, r)
-		}
-	}
+	c.writer().rewrite(ctx, c.pods.GetStore(), func() { c.keyFunc.Store(&keys) })
+}
+
+// writer routes the pod informer's events to the index.
+func (c *Cache) writer() recordWriter {
+	return recordWriter{mu: &c.writeMu, upsert: c.upsertLocked, remove: c.removeLocked}
 }
 
 // Peers returns the cached pods that share at least one of keys, except the
@@ -240,36 +234,8 @@ func (c *Cache) RegisterMetrics(reg prometheus.Registerer) error {
 	return nil
 }
 
-func (c *Cache) upsert(obj any) {
-	r, ok := obj.(*podRecord)
-	if !ok {
-		return
-	}
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	c.upsertLocked(context.Background(), r)
-}
-
-func (c *Cache) update(oldObj, newObj any) {
-	oldPod, ok1 := oldObj.(*podRecord)
-	newPod, ok2 := newObj.(*podRecord)
-	if ok1 && ok2 && samePlacement(oldPod, newPod) {
-		// Status churn: nothing a policy reads has changed, skip the policy call.
-		return
-	}
-	c.upsert(newObj)
-}
-
-func (c *Cache) remove(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	p, ok := obj.(*podRecord)
-	if !ok {
-		return
-	}
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
+// removeLocked drops p from the index. The caller holds writeMu.
+func (c *Cache) removeLocked(p *podRecord) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.unindexLocked(podKey(p.namespace, p.name))

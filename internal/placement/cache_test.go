@@ -908,7 +908,7 @@ func fill(tb testing.TB, c *Cache, n int) {
 		if err := store.Add(obj); err != nil {
 			tb.Fatal(err)
 		}
-		c.upsert(obj)
+		c.writer().add(obj)
 	}
 }
 
@@ -946,11 +946,11 @@ func BenchmarkPeers(b *testing.B) {
 			c := newIdleCache(b, byInstance)
 			for i := range n {
 				obj, _ := stripPod(benchPod(i, fmt.Sprintf("ns-%d", i/6%50), fmt.Sprintf("other-%d", i/6)))
-				c.upsert(obj)
+				c.writer().add(obj)
 			}
 			for i := range 6 {
 				obj, _ := stripPod(benchPod(i, "shop", "target"))
-				c.upsert(obj)
+				c.writer().add(obj)
 			}
 			keys := []string{"shop/target"}
 			if got := len(c.Peers(keys, "")); got != 6 {

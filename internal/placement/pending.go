@@ -68,11 +68,7 @@ func NewPending(client kubernetes.Interface, scheduler string, describe Describe
 		return coreinformers.NewFilteredPodInformer(client, metav1.NamespaceAll, resync, cache.Indexers{},
 			func(o *metav1.ListOptions) { o.FieldSelector = pendingPods(scheduler) })
 	})
-	reg, err := p.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    p.upsert,
-		UpdateFunc: p.update,
-		DeleteFunc: p.remove,
-	})
+	reg, err := p.pods.AddEventHandler(p.writer().handlers())
 	if err != nil {
 		return nil, fmt.Errorf("registering pending pod event handler: %w", err)
 	}
@@ -128,48 +124,19 @@ func (p *Pending) Len() int {
 // SetDescribeFunc replaces the description (after a policy change) and
 // describes every pending pod again with it before returning.
 func (p *Pending) SetDescribeFunc(ctx context.Context, describe DescribeFunc) {
-	p.writeMu.Lock()
-	defer p.writeMu.Unlock()
-	p.describe.Store(&describe)
-	for _, obj := range p.pods.GetStore().List() {
-		if r, ok := obj.(*podRecord); ok {
-			p.upsertLocked(ctx, r)
-		}
-	}
+	p.writer().rewrite(ctx, p.pods.GetStore(), func() { p.describe.Store(&describe) })
 }
 
-func (p *Pending) upsert(obj any) {
-	r, ok := obj.(*podRecord)
-	if !ok {
-		return
-	}
-	p.writeMu.Lock()
-	defer p.writeMu.Unlock()
-	p.upsertLocked(context.Background(), r)
+// writer routes the informer's events to the descriptions.
+func (p *Pending) writer() recordWriter {
+	return recordWriter{mu: &p.writeMu, upsert: p.upsertLocked, remove: p.removeLocked}
 }
 
-func (p *Pending) update(oldObj, newObj any) {
-	oldPod, ok1 := oldObj.(*podRecord)
-	newPod, ok2 := newObj.(*podRecord)
-	if ok1 && ok2 && samePlacement(oldPod, newPod) {
-		return // status churn (the scheduler's conditions): nothing described has changed
-	}
-	p.upsert(newObj)
-}
-
-func (p *Pending) remove(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	r, ok := obj.(*podRecord)
-	if !ok {
-		return
-	}
-	p.writeMu.Lock()
-	defer p.writeMu.Unlock()
+// removeLocked forgets r. The caller holds writeMu.
+func (p *Pending) removeLocked(r *podRecord) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	delete(p.byUID, r.uid)
-	p.mu.Unlock()
 }
 
 // upsertLocked describes r. The caller holds writeMu.

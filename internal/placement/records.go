@@ -1,0 +1,69 @@
+package placement
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/client-go/tools/cache"
+)
+
+// recordWriter routes a pod informer's events on stripped records to the
+// writers of a store, under the store's write lock, so that writing every
+// record again (after a policy change) never overwrites a newer event with
+// an older object. Cache and Pending each have one.
+type recordWriter struct {
+	mu *sync.Mutex
+	// upsert and remove are called with mu held.
+	upsert func(context.Context, *podRecord)
+	remove func(*podRecord)
+}
+
+func (w recordWriter) handlers() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{AddFunc: w.add, UpdateFunc: w.update, DeleteFunc: w.delete}
+}
+
+func (w recordWriter) add(obj any) {
+	r, ok := obj.(*podRecord)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.upsert(context.Background(), r)
+}
+
+func (w recordWriter) update(oldObj, newObj any) {
+	oldPod, ok1 := oldObj.(*podRecord)
+	newPod, ok2 := newObj.(*podRecord)
+	if ok1 && ok2 && samePlacement(oldPod, newPod) {
+		// Status churn: nothing a policy reads has changed, skip the policy call.
+		return
+	}
+	w.add(newObj)
+}
+
+func (w recordWriter) delete(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	r, ok := obj.(*podRecord)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.remove(r)
+}
+
+// rewrite runs swap, then writes every record of store again, all under
+// the lock: no event lands between the swap and the last record.
+func (w recordWriter) rewrite(ctx context.Context, store cache.Store, swap func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	swap()
+	for _, obj := range store.List() {
+		if r, ok := obj.(*podRecord); ok {
+			w.upsert(ctx, r)
+		}
+	}
+}
