@@ -8,15 +8,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -93,18 +90,12 @@ func New(client kubernetes.Interface, keys KeyFunc, log logrus.FieldLogger, opts
 	}
 	c.keyFunc.Store(&keys)
 
-	podFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(stripPod))
+	// Pending and finished pods never reach this process: the field selector
+	// filters them on the API server.
+	podFactory, pods := podRecordInformer(client, boundPods)
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(stripNode))
 	c.factories = []informers.SharedInformerFactory{podFactory, nodeFactory}
-
-	// Pending and finished pods never reach this process: the field selector
-	// filters them on the API server. The factory's own pod informer would
-	// also index pods by namespace, which nothing here reads (about 40 bytes
-	// per pod).
-	c.pods = podFactory.InformerFor(&corev1.Pod{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return coreinformers.NewFilteredPodInformer(client, metav1.NamespaceAll, resync, cache.Indexers{},
-			func(o *metav1.ListOptions) { o.FieldSelector = boundPods })
-	})
+	c.pods = pods
 	reg, err := c.pods.AddEventHandler(c.writer().handlers())
 	if err != nil {
 		return nil, fmt.Errorf("registering pod event handler: %w", err)

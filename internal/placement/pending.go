@@ -5,15 +5,12 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
@@ -63,11 +60,7 @@ func pendingPods(scheduler string) string {
 func NewPending(client kubernetes.Interface, scheduler string, describe DescribeFunc, log logrus.FieldLogger) (*Pending, error) {
 	p := &Pending{log: log, byUID: map[types.UID]*described{}}
 	p.describe.Store(&describe)
-	p.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(stripPod))
-	p.pods = p.factory.InformerFor(&corev1.Pod{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return coreinformers.NewFilteredPodInformer(client, metav1.NamespaceAll, resync, cache.Indexers{},
-			func(o *metav1.ListOptions) { o.FieldSelector = pendingPods(scheduler) })
-	})
+	p.factory, p.pods = podRecordInformer(client, pendingPods(scheduler))
 	reg, err := p.pods.AddEventHandler(p.writer().handlers())
 	if err != nil {
 		return nil, fmt.Errorf("registering pending pod event handler: %w", err)
@@ -141,27 +134,23 @@ func (p *Pending) removeLocked(r *podRecord) {
 
 // upsertLocked describes r. The caller holds writeMu.
 func (p *Pending) upsertLocked(ctx context.Context, r *podRecord) {
-	pod := r.pod()
-	var (
-		d   *described
-		err error
-	)
-	if r.nodeName == "" && !r.terminal {
-		d = &described{pod: pod}
-		// pod is not shared yet: setting Facts keeps it immutable once published.
-		d.keys, pod.Facts, d.by, err = (*p.describe.Load())(ctx, pod)
+	if r.nodeName != "" || r.terminal {
+		p.removeLocked(r) // no longer pending
+		return
 	}
+	pod := r.pod()
+	d := &described{pod: pod}
+	var err error
+	// pod is not shared yet: setting Facts keeps it immutable once published.
+	d.keys, pod.Facts, d.by, err = (*p.describe.Load())(ctx, pod)
 	if err != nil {
 		// Nothing is lost: the filter call describes the pod itself, and
 		// reports the error where the scheduler sees it.
 		p.log.WithError(err).WithField("pod", pod.Key()).Debug("describing a pending pod")
-		d = nil
+		p.removeLocked(r)
+		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if d == nil {
-		delete(p.byUID, r.uid)
-		return
-	}
 	p.byUID[r.uid] = d
 }
