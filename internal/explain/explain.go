@@ -61,6 +61,9 @@ type Report struct {
 	// PeerKeys are the groups the policy's peer_keys rule gives the pod;
 	// empty means no rule applies to it.
 	PeerKeys []string `json:"peerKeys"`
+	// Unprotected says why no hard rule (or only the careful one for an
+	// unknown role) protects the pod; empty when the pod is protected.
+	Unprotected []policy.Unprotected `json:"unprotected,omitempty"`
 	// Peers are the bound pods that share a group with the pod.
 	Peers []Peer `json:"peers"`
 	// BoundTo is the node the pod itself is bound to already, if it is in
@@ -145,10 +148,15 @@ func Explain(ctx context.Context, pod *corev1.Pod, opts Options) (*Report, error
 	if err != nil {
 		return nil, fmt.Errorf("peer keys of %s: %w", self.Key(), err)
 	}
+	why, err := pol.Unprotected(ctx, self)
+	if err != nil {
+		return nil, fmt.Errorf("protection of %s: %w", self.Key(), err)
+	}
 	report := &Report{
-		Pod:      self.Key(),
-		Policy:   PolicyInfo{Source: opts.PolicySource, Revision: pol.Revision()},
-		PeerKeys: keys,
+		Pod:         self.Key(),
+		Policy:      PolicyInfo{Source: opts.PolicySource, Revision: pol.Revision()},
+		PeerKeys:    keys,
+		Unprotected: why,
 	}
 	report.BoundTo = adoptBoundSelf(cache, keys, pod)
 	for _, p := range cache.Peers(keys, pod.UID) {

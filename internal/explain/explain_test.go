@@ -227,16 +227,17 @@ node-2  ok            0
 		t.Errorf("table mismatch (-want +got):\n%s", diff)
 	}
 
-	// The header of a pod no rule applies to says so.
+	// The header of a pod no rule applies to says so, and why.
 	r = explain(t, pol, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web"}})
 	b.Reset()
 	if err := Render(&b, r, Table); err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range []string{
-		"Pod:       default/web\n",
-		"Peer keys: none: no rule of this policy applies to the pod\n",
-		"Scores:    no preference among the nodes that pass: every one scores 0\n",
+		"Pod:             default/web\n",
+		"No rule applies: no workload of the policy matches the pod's labels\n",
+		"Peer keys:       none: no rule of this policy applies to the pod\n",
+		"Scores:          no preference among the nodes that pass: every one scores 0\n",
 	} {
 		if !strings.Contains(b.String(), line) {
 			t.Errorf("table lacks %q:\n%s", line, b.String())

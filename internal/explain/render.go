@@ -60,6 +60,9 @@ func renderTable(w io.Writer, r *Report) error {
 	if r.BoundTo != "" {
 		line("Bound to:", r.BoundTo+" (the pod itself; it is not its own peer)")
 	}
+	for _, u := range r.Unprotected {
+		line("No rule applies:", u.Message)
+	}
 	switch {
 	case len(r.PeerKeys) == 0:
 		line("Peer keys:", "none: no rule of this policy applies to the pod")

@@ -331,6 +331,9 @@ func (p *Policy) smokeTest(ctx context.Context) error {
 	if _, err := p.Penalties(ctx, in); err != nil {
 		return err
 	}
+	if _, err := p.Unprotected(ctx, pod); err != nil {
+		return err
+	}
 	_, err := p.Protected(ctx, peer)
 	return err
 }

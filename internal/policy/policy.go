@@ -11,6 +11,8 @@
 //	data.regosched.prioritize.penalties input {pod, peers, nodes} set of {topology_key, value, weight, rule, peer}
 //	data.regosched.preemption.protected input {pod}              true: never evict this pod
 //	data.regosched.facts                input {pod}              any value
+//	data.regosched.unprotected          input {pod}              set of {reason, message}: why no hard rule protects the pod
+//	data.regosched.validate.errors      no input                 set of strings: the data's mistakes
 //
 // Rego looks only at the pending pod and its peers; the arithmetic over
 // candidate nodes is done in Go by the callers.
@@ -73,6 +75,8 @@ type Policy struct {
 	conflicts *rego.PreparedEvalQuery
 	penalties *rego.PreparedEvalQuery
 	protected *rego.PreparedEvalQuery
+	// unprotected: nil when the bundle has no such rule.
+	unprotected *rego.PreparedEvalQuery
 	// both evaluates conflicts and penalties in one pass (they share the
 	// work of matching the peers, which dominates); nil unless both exist.
 	both *rego.PreparedEvalQuery
@@ -133,6 +137,11 @@ func Compile(ctx context.Context, b *bundle.Bundle) (*Policy, error) {
 			}
 		}
 	}
+	if defined(ValidateRule) {
+		if err := validateData(ctx, compiler, store); err != nil {
+			return nil, err
+		}
+	}
 	var err error
 	if p.keys, err = prepare(ctx, compiler, store, ast.NewTerm(ast.MustParseRef(PeerKeysRule))); err != nil {
 		return nil, fmt.Errorf("preparing %s: %w", PeerKeysRule, err)
@@ -144,6 +153,7 @@ func Compile(ctx context.Context, b *bundle.Bundle) (*Policy, error) {
 		{ConflictsRule, &p.conflicts},
 		{PenaltiesRule, &p.penalties},
 		{ProtectedRule, &p.protected},
+		{UnprotectedRule, &p.unprotected},
 	} {
 		if !defined(q.rule) {
 			continue

@@ -132,7 +132,11 @@ func Run(ctx context.Context, opts Options) error {
 		MaxWait:     opts.InFlightWait,
 		Client:      client,
 	}
-	describePending := policy.PendingDescriber(active.Load)
+	unprotected, err := policy.NewUnprotectedWatch(reg, log.WithField("component", "protection"))
+	if err != nil {
+		return err
+	}
+	describePending := unprotected.Wrap(policy.PendingDescriber(active.Load))
 	var pending *placement.Pending
 	if opts.SchedulerName != "" {
 		if pending, err = placement.NewPending(client, opts.SchedulerName, describePending, log.WithField("component", "pending")); err != nil {

@@ -12,21 +12,14 @@ import data.regosched.config
 rule_kinds := ["separate", "node_spread", "zone_apart"]
 
 # Entry name -> facts about pod as a member of that entry, for every entry
-# the pod belongs to (selected, with a non-empty cluster label). No
-# shard_label: one shard "". A rule's scope names the fact that must be equal
-# ("cluster" or "shard"). (One comprehension, no helper calls per entry:
-# calls cost more here than the rest of the body.)
+# the pod belongs to (selected, with a non-empty cluster label). No shard:
+# one shard "". A rule's scope names the fact that must be equal ("cluster"
+# or "shard"). Every member has role "*", so rule roles need one look-up.
 entries(pod) := {name: {
 	"kind": object.get(entry, "kind", name),
 	"cluster": cluster,
-	"shard": object.get(pod.labels, object.get(entry, "shard_label", ""), ""),
-	# A pod has a role when all labels of any of the role's label sets
-	# match. Every member has "*": rule roles need a single look-up.
-	"roles": ({"*"} | {role |
-		some role, sets in object.get(entry, "roles", {})
-		some set in sets
-		object.subset(pod.labels, set)
-	}),
+	"shard": shard_of(entry, pod.labels),
+	"roles": ({"*"} | roles_of(entry, pod.labels)),
 } |
 	some name, entry in config.workloads
 	cluster := pod.labels[entry.cluster_label] # first: undefined for null labels
@@ -37,6 +30,36 @@ entries(pod) := {name: {
 	exists := object.get(entry, "match_exists", [])
 	count(object.filter(pod.labels, exists)) == count(exists)
 }
+
+# The labels regosched writes with the roles it reads from the software
+# itself (--redis-roles); they name the role and shard now, where a chart's
+# labels may name those of the pod's first start.
+live_labels := object.get(config, "live_labels", {"role": "regosched.io/role", "shard": "regosched.io/shard"})
+
+# A pod's roles in entry: the live role where the entry reads roles live and
+# the label names one of its roles; else every role one of whose label sets
+# the pod has all labels of; else the entry's unknown_role, if any.
+roles_of(entry, labels) := {role} if {
+	entry.live_roles
+	role := labels[live_labels.role]
+	entry.roles[role]
+} else := matched if {
+	matched := {role |
+		some role, sets in object.get(entry, "roles", {})
+		some set in sets
+		object.subset(labels, set)
+	}
+	count(matched) > 0
+} else := {entry.unknown_role} if {
+	entry.unknown_role
+} else := set()
+
+# A pod's shard in entry: the live shard where the entry reads roles live
+# and the pod has one, else the value of the entry's shard_label.
+shard_of(entry, labels) := labels[live_labels.shard] if {
+	entry.live_roles
+	labels[live_labels.shard] != ""
+} else := object.get(labels, object.get(entry, "shard_label", ""), "")
 
 pod_entries := entries(input.pod)
 
