@@ -138,7 +138,8 @@ func TestExplain(t *testing.T) {
 			}},
 			objs: shop(),
 			want: &Report{
-				Pod: "shop/web",
+				Pod:         "shop/web",
+				Unprotected: []policy.Unprotected{{Reason: "no_workload", Message: "no workload of the policy matches the pod's labels"}},
 				Nodes: []NodeResult{
 					{Node: "node-1", Verdict: OK, Score: score(0)},
 					{Node: "node-2", Verdict: OK, Score: score(0)},

@@ -12,6 +12,8 @@
 //	data.regosched.preemption.protected input {pod}              true: never evict this pod
 //	data.regosched.facts                input {pod}              any value
 //	data.regosched.unprotected          input {pod}              set of {reason, message}: why no hard rule protects the pod
+//	data.regosched.live.roles           input {pod}              set of {workload, source, port_names, port}: ask the pod for its role
+//	data.regosched.live.labels          no input                 {role, shard}: the labels live roles are written as
 //	data.regosched.validate.errors      no input                 set of strings: the data's mistakes
 //
 // Rego looks only at the pending pod and its peers; the arithmetic over
@@ -77,6 +79,7 @@ type Policy struct {
 	protected *rego.PreparedEvalQuery
 	// unprotected: nil when the bundle has no such rule.
 	unprotected *rego.PreparedEvalQuery
+	live        live
 	// both evaluates conflicts and penalties in one pass (they share the
 	// work of matching the peers, which dominates); nil unless both exist.
 	both *rego.PreparedEvalQuery
@@ -171,6 +174,9 @@ func Compile(ctx context.Context, b *bundle.Bundle) (*Policy, error) {
 			return nil, fmt.Errorf("preparing %s and %s: %w", ConflictsRule, PenaltiesRule, err)
 		}
 		p.both = &pq
+	}
+	if p.live, err = prepareLive(ctx, compiler, store, defined); err != nil {
+		return nil, err
 	}
 	p.claims = defined(ClaimsRule)
 	for _, v := range []struct {

@@ -27,6 +27,7 @@ import (
 	"github.com/regosched/regosched/internal/leader"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/internal/redisroles"
 	"github.com/regosched/regosched/internal/tlsserve"
 )
 
@@ -67,6 +68,9 @@ type Options struct {
 	// leader is ready and answers the verbs.
 	LeaderElect bool
 	Leader      leader.Config
+	// RedisRoles, when On, reads Redis pods' roles from Redis and writes
+	// them onto the pods (see redisroles).
+	RedisRoles RedisRolesOptions
 	// Profiling serves pprof profiles under /debug/pprof/.
 	Profiling bool
 	Version   string
@@ -91,6 +95,25 @@ type BundleOptions struct {
 	// regosched never serves without a policy.
 	StartTimeout    time.Duration
 	BearerTokenFile string
+}
+
+// RedisRolesOptions are the settings of --redis-roles.
+type RedisRolesOptions struct {
+	On       bool
+	Interval time.Duration
+	// PasswordFile holds the password of every Redis; PodSecrets reads the
+	// Secret behind each pod's own REDIS_PASSWORD instead.
+	PasswordFile string
+	PodSecrets   bool
+	// TLS to Redis: on with TLS, verified with CAFile (the system's roots
+	// when empty) unless SkipVerify; CertFile/KeyFile as client certificate.
+	TLS                       bool
+	CAFile, CertFile, KeyFile string
+	ServerName                string
+	SkipVerify                bool
+	// Memory names the ConfigMap, in the leader election namespace, that
+	// keeps the last known roles across restarts.
+	Memory string
 }
 
 // Run serves until ctx ends, then shuts down gracefully.
@@ -154,6 +177,12 @@ func Run(ctx context.Context, opts Options) error {
 	var elector *leader.Elector
 	if opts.LeaderElect {
 		if elector, err = leader.New(client, opts.Leader, log.WithField("component", "leader")); err != nil {
+			return err
+		}
+	}
+	var roles *redisroles.Controller
+	if opts.RedisRoles.On {
+		if roles, err = newRedisRoles(opts, client, active, elector, reg, nil); err != nil {
 			return err
 		}
 	}
@@ -268,6 +297,14 @@ func Run(ctx context.Context, opts Options) error {
 		go w.Run(ctx)
 	}
 
+	if roles != nil {
+		go func() {
+			if err := roles.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				log.WithError(err).Error("Redis roles stopped")
+			}
+		}()
+	}
+
 	var lost <-chan struct{}
 	if elector != nil {
 		lost = elector.Lost()
@@ -311,6 +348,29 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 	return runErr
+}
+
+// newRedisRoles builds the --redis-roles controller; changed is told of
+// every role change.
+func newRedisRoles(opts Options, client kubernetes.Interface, active *policy.Active, elector *leader.Elector, reg prometheus.Registerer, changed func()) (*redisroles.Controller, error) {
+	o := opts.RedisRoles
+	cfg := redisroles.Config{
+		Client: client, Policy: active.Load, Interval: o.Interval,
+		PasswordFile: o.PasswordFile, PodSecrets: o.PodSecrets,
+		MemoryNamespace: opts.Leader.Namespace, MemoryName: o.Memory,
+		Changed: changed, Registerer: reg, Log: opts.Log.WithField("component", "redis-roles"),
+	}
+	if elector != nil {
+		cfg.Leading = elector.Leading
+	}
+	if o.TLS {
+		tlsConfig, err := redisroles.TLSConfig(o.CAFile, o.CertFile, o.KeyFile, o.ServerName, o.SkipVerify)
+		if err != nil {
+			return nil, err
+		}
+		cfg.TLS = tlsConfig
+	}
+	return redisroles.New(cfg)
 }
 
 // loadPolicy reads, checks and compiles the first policy; for a bundle

@@ -1,0 +1,425 @@
+package redisroles
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/regosched/regosched/internal/placement"
+	"github.com/regosched/regosched/internal/policy"
+)
+
+// SourceAnnotation says where the role labels on a pod come from: "redis"
+// (asked just now) or "remembered" (the last answer for this pod identity,
+// until Redis answers again).
+const SourceAnnotation = "regosched.io/role-source"
+
+// Config is what a Controller needs. Client and Policy are required.
+type Config struct {
+	Client kubernetes.Interface
+	// Policy gives the active policy, which says which pods to ask and
+	// which labels to write.
+	Policy func() *policy.Policy
+	// Interval between checks of every Redis pod; pod events trigger a
+	// check at once too.
+	Interval time.Duration
+	// Timeout bounds one probe of one Redis server.
+	Timeout time.Duration
+	// PasswordFile, when set, holds the password of every Redis (read at
+	// each probe, so a rotated file is used at once).
+	PasswordFile string
+	// PodSecrets lets the controller read the Secret key that a pod's own
+	// REDIS_PASSWORD (or REDIS_PASSWORD_FILE) comes from; it needs read
+	// access to Secrets. A literal REDIS_PASSWORD value is used without it.
+	PodSecrets bool
+	// TLS, when set, talks TLS to Redis with this configuration.
+	TLS *tls.Config
+	// MemoryNamespace/MemoryName name the ConfigMap that keeps the last
+	// known roles across restarts; an empty MemoryName keeps them in memory.
+	MemoryNamespace, MemoryName string
+	// Leading tells whether this replica may write; nil: always.
+	Leading func() bool
+	// Changed is called after a pod's role or shard label changed.
+	Changed func()
+	// Workers probe in parallel; 4 when 0.
+	Workers    int
+	Registerer prometheus.Registerer
+	Log        logrus.FieldLogger
+}
+
+// Controller keeps the live role labels of Redis pods true to Redis.
+type Controller struct {
+	cfg     Config
+	factory informers.SharedInformerFactory
+	pods    cache.SharedIndexInformer
+	queue   workqueue.TypedRateLimitingInterface[string]
+	memory  *memory
+
+	errorsTotal  *prometheus.CounterVec
+	changesTotal prometheus.Counter
+
+	mu       sync.Mutex
+	lastErr  map[string]string // pod key -> reason last logged
+	classify map[types.UID]classified
+}
+
+// classified caches which live source a pod has under one policy and
+// label set, so that the periodic check evaluates no Rego.
+type classified struct {
+	policy *policy.Policy
+	labels map[string]string
+	source *policy.LiveSource // nil: not asked
+}
+
+// New builds a controller; Run starts it.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 10 * time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Second
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	c := &Controller{
+		cfg:      cfg,
+		queue:    workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		memory:   newMemory(cfg.Client, cfg.MemoryNamespace, cfg.MemoryName),
+		lastErr:  map[string]string{},
+		classify: map[types.UID]classified{},
+		errorsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regosched_redis_role_errors_total",
+			Help: "Failed reads of a Redis pod's role, by reason (unreachable, auth, protocol, password, patch, error); the pod's labels stay as they were.",
+		}, []string{"reason"}),
+		changesTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "regosched_redis_role_changes_total",
+			Help: "Role or shard labels written onto Redis pods because Redis (or the memory of a recreated pod) said otherwise.",
+		}),
+	}
+	for _, m := range []prometheus.Collector{c.errorsTotal, c.changesTotal} {
+		if err := cfg.Registerer.Register(m); err != nil {
+			return nil, fmt.Errorf("registering Redis role metrics: %w", err)
+		}
+	}
+	// Finished pods have no Redis to ask; pending ones may need their
+	// remembered role.
+	selector := "status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed)
+	c.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }),
+		informers.WithTransform(stripPod))
+	c.pods = c.factory.Core().V1().Pods().Informer()
+	_, err := c.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+		DeleteFunc: func(obj any) {
+			if p, ok := obj.(*corev1.Pod); ok {
+				c.mu.Lock()
+				delete(c.classify, p.UID)
+				delete(c.lastErr, p.Namespace+"/"+p.Name)
+				c.mu.Unlock()
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("registering Redis pod event handler: %w", err)
+	}
+	return c, nil
+}
+
+func (c *Controller) enqueue(obj any) {
+	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+		c.queue.Add(key)
+	}
+}
+
+// Run works until ctx ends, then waits for its goroutines.
+func (c *Controller) Run(ctx context.Context) error {
+	defer c.queue.ShutDown()
+	if err := c.memory.load(ctx); err != nil {
+		// Not fatal: roles are read from Redis again; only a pod recreated
+		// before it answers misses its memory.
+		c.cfg.Log.WithError(err).Warn("starting without remembered Redis roles")
+	}
+	c.factory.Start(ctx.Done())
+	defer c.factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced) {
+		return ctx.Err()
+	}
+	var wg sync.WaitGroup
+	for range c.cfg.Workers {
+		wg.Go(func() {
+			for c.next(ctx) {
+			}
+		})
+	}
+	t := time.NewTicker(c.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			c.queue.ShutDown()
+			wg.Wait()
+			return nil
+		case now := <-t.C:
+			for _, key := range c.pods.GetStore().ListKeys() {
+				c.queue.Add(key)
+			}
+			if c.leading() {
+				if err := c.memory.save(ctx, now); err != nil {
+					c.cfg.Log.WithError(err).Warn("keeping Redis roles for restarts")
+				}
+			}
+		}
+	}
+}
+
+func (c *Controller) leading() bool { return c.cfg.Leading == nil || c.cfg.Leading() }
+
+func (c *Controller) next(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	c.queue.Forget(key) // every pod is checked again each interval: no retry backoff
+	if c.leading() {
+		c.check(ctx, key)
+	}
+	return true
+}
+
+// check brings one pod's role labels up to date.
+func (c *Controller) check(ctx context.Context, key string) {
+	obj, ok, err := c.pods.GetStore().GetByKey(key)
+	if err != nil || !ok {
+		return
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	pol := c.cfg.Policy()
+	if pol == nil {
+		return
+	}
+	labels, ok := pol.LiveLabels()
+	if !ok {
+		return
+	}
+	src := c.source(ctx, pol, pod)
+	if src == nil {
+		return
+	}
+	info := infoOf(pod)
+	log := c.cfg.Log.WithField("pod", key)
+	if !info.Running || info.IP == "" {
+		c.recall(ctx, info, labels, log)
+		return
+	}
+	obs, err := c.probe(ctx, info, src)
+	if err != nil {
+		why := reason(err)
+		if errors.Is(err, errPassword) {
+			why = ReasonPassword
+		}
+		c.failed(key, why, err, log)
+		c.recall(ctx, info, labels, log)
+		return
+	}
+	c.succeeded(key, log)
+	c.memory.set(info.Namespace, info.Name, remembered{Role: obs.Role, Shard: obs.Shard, Owner: info.Owner, Seen: time.Now()})
+	c.write(ctx, info, labels, obs, "redis", log)
+}
+
+// source classifies pod under pol, from the cache when neither changed.
+func (c *Controller) source(ctx context.Context, pol *policy.Policy, pod *corev1.Pod) *policy.LiveSource {
+	c.mu.Lock()
+	cl, ok := c.classify[pod.UID]
+	c.mu.Unlock()
+	if ok && cl.policy == pol && maps.Equal(cl.labels, pod.Labels) {
+		return cl.source
+	}
+	sources, err := pol.LiveRoles(ctx, placement.PodFromObject(pod))
+	if err != nil {
+		c.cfg.Log.WithError(err).WithField("pod", pod.Namespace+"/"+pod.Name).Warn("cannot tell whether to ask the pod for its role")
+		return nil
+	}
+	cl = classified{policy: pol, labels: pod.Labels}
+	for _, s := range sources {
+		if s.Source == "redis" {
+			cl.source = &s
+			break
+		}
+	}
+	c.mu.Lock()
+	c.classify[pod.UID] = cl
+	c.mu.Unlock()
+	return cl.source
+}
+
+// recall puts the remembered role on a pod that has none yet, e.g. a
+// StatefulSet's pod recreated under the same name, until Redis answers.
+func (c *Controller) recall(ctx context.Context, info *podInfo, labels policy.LiveLabels, log logrus.FieldLogger) {
+	if _, has := info.Labels[labels.Role]; has || info.Owner == "" {
+		return
+	}
+	r, ok := c.memory.get(info.Namespace, info.Name)
+	if !ok || r.Owner != info.Owner {
+		return
+	}
+	c.write(ctx, info, labels, Observation{Role: r.Role, Shard: r.Shard}, "remembered", log)
+}
+
+// write patches the role labels when they differ from obs.
+func (c *Controller) write(ctx context.Context, info *podInfo, labels policy.LiveLabels, obs Observation, source string, log logrus.FieldLogger) {
+	role, shard := info.Labels[labels.Role], info.Labels[labels.Shard]
+	if role == obs.Role && shard == obs.Shard {
+		return
+	}
+	set := map[string]any{labels.Role: obs.Role, labels.Shard: obs.Shard}
+	if obs.Shard == "" {
+		set[labels.Shard] = nil // replication: one shard, no label
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"labels":      set,
+		"annotations": map[string]string{SourceAnnotation: source},
+	}})
+	if err != nil {
+		log.WithError(err).Error("encoding a role patch")
+		return
+	}
+	// The UID precondition keeps a patch meant for one incarnation of the
+	// pod off the next one.
+	patch, err = withUID(patch, info.UID)
+	if err != nil {
+		log.WithError(err).Error("encoding a role patch")
+		return
+	}
+	if _, err := c.cfg.Client.CoreV1().Pods(info.Namespace).Patch(ctx, info.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		c.errorsTotal.WithLabelValues(ReasonPatch).Inc()
+		log.WithError(err).Warn("writing the pod's Redis role")
+		return
+	}
+	c.changesTotal.Inc()
+	log.WithFields(logrus.Fields{"role": obs.Role, "shard": obs.Shard, "was": role + "/" + shard, "source": source}).Info("Redis role label changed")
+	if c.cfg.Changed != nil {
+		c.cfg.Changed()
+	}
+}
+
+func withUID(patch []byte, uid types.UID) ([]byte, error) {
+	var m map[string]map[string]any
+	if err := json.Unmarshal(patch, &m); err != nil {
+		return nil, err
+	}
+	m["metadata"]["uid"] = uid
+	return json.Marshal(m)
+}
+
+var errPassword = errors.New("reading the Redis password")
+
+// probe asks the pod's Redis for its role.
+func (c *Controller) probe(ctx context.Context, info *podInfo, src *policy.LiveSource) (Observation, error) {
+	password, err := c.password(ctx, info)
+	if err != nil {
+		return Observation{}, fmt.Errorf("%w: %w", errPassword, err)
+	}
+	client := redis.NewClient(&redis.Options{
+		Addr:            net.JoinHostPort(info.IP, strconv.Itoa(port(info, src))),
+		Password:        password,
+		TLSConfig:       c.cfg.TLS,
+		DialTimeout:     c.cfg.Timeout,
+		ReadTimeout:     c.cfg.Timeout,
+		WriteTimeout:    c.cfg.Timeout,
+		PoolSize:        1,
+		MaxRetries:      -1, // one answer or an error: the next check retries
+		Protocol:        2,
+		DisableIdentity: true,
+	})
+	defer func() { _ = client.Close() }()
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	return Probe(ctx, client)
+}
+
+// port is the pod's container port of the first of src's names, else src's.
+func port(info *podInfo, src *policy.LiveSource) int {
+	for _, name := range src.PortNames {
+		if p, ok := info.Ports[name]; ok {
+			return int(p)
+		}
+	}
+	return src.Port
+}
+
+// password is --redis-password-file's, else the pod's own REDIS_PASSWORD.
+func (c *Controller) password(ctx context.Context, info *podInfo) (string, error) {
+	if c.cfg.PasswordFile != "" {
+		b, err := os.ReadFile(c.cfg.PasswordFile)
+		if err != nil {
+			return "", err
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	ref := info.Password
+	switch {
+	case ref.Value != "":
+		return ref.Value, nil
+	case ref.Secret == "":
+		return "", nil
+	case !c.cfg.PodSecrets:
+		return "", fmt.Errorf("the pod's REDIS_PASSWORD comes from Secret %s, which regosched may not read (--redis-pod-secrets)", ref.Secret)
+	}
+	s, err := c.cfg.Client.CoreV1().Secrets(info.Namespace).Get(ctx, ref.Secret, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("Secret %s: %w", ref.Secret, err)
+	}
+	v, ok := s.Data[ref.SecretKey]
+	if !ok {
+		return "", fmt.Errorf("Secret %s has no key %q", ref.Secret, ref.SecretKey)
+	}
+	return strings.TrimRight(string(v), "\r\n"), nil
+}
+
+// failed counts a failure and logs it when its reason is new for the pod.
+func (c *Controller) failed(key, why string, err error, log logrus.FieldLogger) {
+	c.errorsTotal.WithLabelValues(why).Inc()
+	c.mu.Lock()
+	seen := c.lastErr[key] == why
+	c.lastErr[key] = why
+	c.mu.Unlock()
+	if !seen {
+		log.WithError(err).WithField("reason", why).Warn("cannot read the pod's Redis role; its labels stay as they are")
+	}
+}
+
+func (c *Controller) succeeded(key string, log logrus.FieldLogger) {
+	c.mu.Lock()
+	_, had := c.lastErr[key]
+	delete(c.lastErr, key)
+	c.mu.Unlock()
+	if had {
+		log.Info("reading the pod's Redis role again")
+	}
+}

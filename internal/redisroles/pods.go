@@ -1,0 +1,133 @@
+package redisroles
+
+import (
+	"path"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// podInfo is what the controller keeps of a pod: enough to classify it,
+// reach its Redis and authenticate, and nothing of the rest of its spec.
+type podInfo struct {
+	Namespace, Name string
+	UID             types.UID
+	Labels          map[string]string
+	// Owner is the controller owning the pod (a StatefulSet), whose pods
+	// come back under the same name and Redis identity.
+	Owner   types.UID
+	IP      string
+	Running bool
+	// Ports maps container port names to numbers.
+	Ports    map[string]int32
+	Password passwordRef
+}
+
+// passwordRef is where the pod's own REDIS_PASSWORD comes from, Bitnami's
+// convention: a literal value, a Secret key, or a file mounted from a Secret
+// (REDIS_PASSWORD_FILE).
+type passwordRef struct {
+	Value             string
+	Secret, SecretKey string
+}
+
+func (r passwordRef) empty() bool { return r.Value == "" && r.Secret == "" }
+
+// stripPod is the informer transform: a pod keeps only what infoOf reads,
+// so that watching every pod costs little memory.
+func stripPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil // tombstones pass unchanged
+	}
+	out := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: p.Namespace, Name: p.Name, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Labels: p.Labels, OwnerReferences: p.OwnerReferences,
+		},
+		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP},
+	}
+	for _, c := range p.Spec.Containers {
+		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{
+			Name: c.Name, Ports: c.Ports, Env: c.Env, VolumeMounts: c.VolumeMounts,
+		})
+	}
+	for _, v := range p.Spec.Volumes {
+		if v.Secret != nil {
+			out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{Secret: v.Secret}})
+		}
+	}
+	return out, nil
+}
+
+// infoOf reads a (stripped) pod.
+func infoOf(p *corev1.Pod) *podInfo {
+	info := &podInfo{
+		Namespace: p.Namespace, Name: p.Name, UID: p.UID, Labels: p.Labels,
+		IP: p.Status.PodIP, Running: p.Status.Phase == corev1.PodRunning,
+	}
+	if c := metav1.GetControllerOf(p); c != nil {
+		info.Owner = c.UID
+	}
+	for _, c := range p.Spec.Containers {
+		for _, port := range c.Ports {
+			if port.Name != "" {
+				if info.Ports == nil {
+					info.Ports = map[string]int32{}
+				}
+				info.Ports[port.Name] = port.ContainerPort
+			}
+		}
+		if info.Password.empty() {
+			info.Password = passwordOf(p, c)
+		}
+	}
+	return info
+}
+
+// passwordOf reads where container c of p takes REDIS_PASSWORD from.
+func passwordOf(p *corev1.Pod, c corev1.Container) passwordRef {
+	for _, e := range c.Env {
+		switch e.Name {
+		case "REDIS_PASSWORD":
+			if e.Value != "" {
+				return passwordRef{Value: e.Value}
+			}
+			if ref := e.ValueFrom; ref != nil && ref.SecretKeyRef != nil {
+				return passwordRef{Secret: ref.SecretKeyRef.Name, SecretKey: ref.SecretKeyRef.Key}
+			}
+		case "REDIS_PASSWORD_FILE":
+			if ref, ok := mountedSecretFile(p, c, e.Value); ok {
+				return ref
+			}
+		}
+	}
+	return passwordRef{}
+}
+
+// mountedSecretFile finds the Secret key behind file, a path under one of
+// c's volume mounts of a Secret volume.
+func mountedSecretFile(p *corev1.Pod, c corev1.Container, file string) (passwordRef, bool) {
+	for _, m := range c.VolumeMounts {
+		dir := strings.TrimSuffix(m.MountPath, "/") + "/"
+		if !strings.HasPrefix(file, dir) {
+			continue
+		}
+		rel := strings.TrimPrefix(file, dir)
+		for _, v := range p.Spec.Volumes {
+			if v.Name != m.Name || v.Secret == nil {
+				continue
+			}
+			key := path.Clean(rel)
+			for _, item := range v.Secret.Items {
+				if item.Path == key {
+					key = item.Key
+				}
+			}
+			return passwordRef{Secret: v.Secret.SecretName, SecretKey: key}, true
+		}
+	}
+	return passwordRef{}, false
+}
