@@ -63,6 +63,11 @@ type Options struct {
 	// Pending, if set, holds pending pods described before their filter
 	// call (placement.Pending); filter describes the others itself.
 	Pending PendingViews
+	// Recall, if set, gives the labels a pending pod is decided with: its
+	// own, plus any it lacks that are remembered of its identity (the last
+	// known Redis role of a pod recreated under the same name, which its
+	// labels get only once redisroles has written them).
+	Recall func(pod *v1.Pod) placement.Labels
 }
 
 // PendingViews gives what was worked out for a pending pod ahead of its
@@ -177,6 +182,9 @@ func (d *Decider) lookup(ctx context.Context, pod *v1.Pod, wait bool) (*subject,
 		return nil, ErrNoPolicy
 	}
 	s := &subject{policy: pol, pod: placement.PodFromObject(pod)}
+	if d.opts.Recall != nil {
+		s.pod.Labels = d.opts.Recall(pod)
+	}
 	// The pending pod is not bound; its node (if the request carries a stale
 	// one) must not make it look placed.
 	s.pod.Node = ""

@@ -423,3 +423,38 @@ func (c *Controller) succeeded(key string, log logrus.FieldLogger) {
 		log.Info("reading the pod's Redis role again")
 	}
 }
+
+// Recall gives pod's labels plus the live role labels remembered of its
+// identity when it has none yet: a filter call for a recreated pod then
+// decides with its last known role, even before recall has written it.
+func (c *Controller) Recall(pod *corev1.Pod) placement.Labels {
+	own := placement.NewLabels(pod.Labels)
+	pol := c.cfg.Policy()
+	if pol == nil {
+		return own
+	}
+	labels, ok := pol.LiveLabels()
+	if !ok {
+		return own
+	}
+	if _, has := pod.Labels[labels.Role]; has {
+		return own
+	}
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil {
+		return own
+	}
+	r, ok := c.memory.get(pod.Namespace, pod.Name)
+	if !ok || r.Owner != owner.UID {
+		return own
+	}
+	m := maps.Clone(pod.Labels)
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[labels.Role] = r.Role
+	if r.Shard != "" {
+		m[labels.Shard] = r.Shard
+	}
+	return placement.NewLabels(m)
+}

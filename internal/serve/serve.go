@@ -170,19 +170,22 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		dopts.Pending = pending
 	}
+	var elector *leader.Elector
+	var roles *redisroles.Controller
+	if opts.RedisRoles.On {
+		// elector is set below, before roles runs: only the leader writes.
+		leading := func() bool { return elector == nil || elector.Leading() }
+		if roles, err = newRedisRoles(opts, client, active, reg, leading, nil); err != nil {
+			return err
+		}
+		dopts.Recall = roles.Recall
+	}
 	decider, err := decision.New(cache, active, log.WithField("component", "decision"), reg, dopts)
 	if err != nil {
 		return err
 	}
-	var elector *leader.Elector
 	if opts.LeaderElect {
 		if elector, err = leader.New(client, opts.Leader, log.WithField("component", "leader")); err != nil {
-			return err
-		}
-	}
-	var roles *redisroles.Controller
-	if opts.RedisRoles.On {
-		if roles, err = newRedisRoles(opts, client, active, elector, reg, nil); err != nil {
 			return err
 		}
 	}
@@ -307,6 +310,7 @@ func Run(ctx context.Context, opts Options) error {
 
 	var lost <-chan struct{}
 	if elector != nil {
+
 		lost = elector.Lost()
 		go elector.Run(ctx)
 	}
@@ -352,16 +356,13 @@ func Run(ctx context.Context, opts Options) error {
 
 // newRedisRoles builds the --redis-roles controller; changed is told of
 // every role change.
-func newRedisRoles(opts Options, client kubernetes.Interface, active *policy.Active, elector *leader.Elector, reg prometheus.Registerer, changed func()) (*redisroles.Controller, error) {
+func newRedisRoles(opts Options, client kubernetes.Interface, active *policy.Active, reg prometheus.Registerer, leading func() bool, changed func()) (*redisroles.Controller, error) {
 	o := opts.RedisRoles
 	cfg := redisroles.Config{
 		Client: client, Policy: active.Load, Interval: o.Interval,
 		PasswordFile: o.PasswordFile, PodSecrets: o.PodSecrets,
 		MemoryNamespace: opts.Leader.Namespace, MemoryName: o.Memory,
-		Changed: changed, Registerer: reg, Log: opts.Log.WithField("component", "redis-roles"),
-	}
-	if elector != nil {
-		cfg.Leading = elector.Leading
+		Leading: leading, Changed: changed, Registerer: reg, Log: opts.Log.WithField("component", "redis-roles"),
 	}
 	if o.TLS {
 		tlsConfig, err := redisroles.TLSConfig(o.CAFile, o.CertFile, o.KeyFile, o.ServerName, o.SkipVerify)

@@ -1,0 +1,102 @@
+package redisroles
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/policy"
+)
+
+func defaultPolicy(t *testing.T) *policy.Policy {
+	t.Helper()
+	b, err := policy.LoadFS(regosched.DefaultPolicy(), "default policy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.Compile(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func statefulPod(name string, owner types.UID, labels map[string]string) *corev1.Pod {
+	yes := true
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "shop", Name: name, UID: types.UID(name + "-uid"), Labels: labels,
+		OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "cache", UID: owner, Controller: &yes}},
+	}}
+}
+
+// The memory survives a restart through its ConfigMap, and a recreated pod
+// of the same owner is decided with its last known role.
+func TestMemoryRecall(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	pol := defaultPolicy(t)
+	newController := func() *Controller {
+		c, err := New(Config{Client: client, Policy: func() *policy.Policy { return pol },
+			MemoryNamespace: "regosched-system", MemoryName: "regosched-redis-roles",
+			Registerer: prometheus.NewRegistry(), Log: logrus.New()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	first := newController()
+	first.memory.set("shop", "cache-1", remembered{Role: Replica, Shard: "slot-5461", Owner: "sts", Seen: time.Now()})
+	if err := first.memory.save(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+
+	restarted := newController()
+	if err := restarted.memory.load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	chart := map[string]string{"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache"}
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		want map[string]string
+	}{
+		{"recreated by its owner", statefulPod("cache-1", "sts", chart),
+			map[string]string{"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache", "regosched.io/role": "replica", "regosched.io/shard": "slot-5461"}},
+		{"same name, another owner", statefulPod("cache-1", "other", chart), chart},
+		{"not remembered", statefulPod("cache-2", "sts", chart), chart},
+		{"already labelled", statefulPod("cache-1", "sts", map[string]string{"regosched.io/role": "master"}), map[string]string{"regosched.io/role": "master"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, restarted.Recall(tt.pod).Map()); diff != "" {
+				t.Errorf("Recall() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	// recall writes the remembered role onto the recreated pod itself.
+	pod := statefulPod("cache-1", "sts", chart)
+	if _, err := client.CoreV1().Pods("shop").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	labels, _ := pol.LiveLabels()
+	restarted.recall(ctx, infoOf(pod), labels, logrus.New())
+	got, err := client.CoreV1().Pods("shop").Get(ctx, "cache-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"regosched.io/role": "replica", "regosched.io/shard": "slot-5461", SourceAnnotation: "remembered"}
+	gotLabels := map[string]string{"regosched.io/role": got.Labels["regosched.io/role"], "regosched.io/shard": got.Labels["regosched.io/shard"], SourceAnnotation: got.Annotations[SourceAnnotation]}
+	if diff := cmp.Diff(want, gotLabels); diff != "" {
+		t.Errorf("recalled pod mismatch (-want +got):\n%s", diff)
+	}
+}
