@@ -38,7 +38,7 @@ fuzz: ## A short, bounded run of every fuzz target (FUZZTIME executions each; se
 	$(GO) test -run '^$$' -fuzz '^FuzzInput$$' $(FUZZFLAGS) ./internal/policy/
 
 e2e: ## End-to-end suite on a local control plane (builds etcd, kube-apiserver, kube-scheduler once, cached)
-	$(GO) test -tags e2e -count=1 -timeout 40m -v ./internal/localcluster/ ./internal/e2e/
+	$(GO) test -tags e2e -count=1 -timeout 40m -v ./internal/localcluster/ ./internal/localredis/ ./internal/redisroles/ ./internal/e2e/
 
 demo: ## Local control plane + regosched + kube-scheduler, a sample workload, a placement table
 	$(GO) run ./cmd/regosched-demo
