@@ -88,9 +88,22 @@ func (p *Policy) LiveRoles(ctx context.Context, pod *placement.Pod) ([]LiveSourc
 	if v == nil {
 		return nil, nil
 	}
+	set, ok := v.(ast.Set)
+	if !ok {
+		return nil, fmt.Errorf("%s: want a set, got %v", LiveRolesRule, ast.ValueName(v))
+	}
 	var out []LiveSource
-	if err := ast.As(v, &out); err != nil {
-		return nil, fmt.Errorf("%s: %v is not a set of {workload, source, port_names, port}: %w", LiveRolesRule, v, err)
+	var bad error
+	set.Foreach(func(t *ast.Term) {
+		var s LiveSource
+		if err := ast.As(t.Value, &s); err != nil || s.Source == "" {
+			bad = fmt.Errorf("%s: %v is not {workload, source, port_names, port}", LiveRolesRule, t)
+			return
+		}
+		out = append(out, s)
+	})
+	if bad != nil {
+		return nil, bad
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Workload < out[j].Workload })
 	return out, nil

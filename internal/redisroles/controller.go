@@ -354,6 +354,7 @@ func (c *Controller) probe(ctx context.Context, info *podInfo, src *policy.LiveS
 		WriteTimeout:    c.cfg.Timeout,
 		PoolSize:        1,
 		MaxRetries:      -1, // one answer or an error: the next check retries
+		DialerRetries:   1,
 		Protocol:        2,
 		DisableIdentity: true,
 	})

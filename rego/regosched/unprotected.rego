@@ -14,14 +14,20 @@ unprotected contains {"reason": "no_workload", "message": "no workload of the po
 	count(workloads.pod_entries) == 0
 }
 
+# A pod may match several entries (a chart's preset and a generic one): its
+# role is unknown when none of them names one, and it is kept apart when any
+# of them has an unknown_role for it.
 unprotected contains {"reason": "role_unknown", "message": msg} if {
-	some name, m in workloads.pod_entries
-	entry := config.workloads[name]
-	count(object.get(entry, "roles", {})) > 0
-	not has_labelled_role(entry, m.roles)
+	count(workloads.pod_entries) > 0
+	with_roles := {name | some name, _ in workloads.pod_entries; count(object.get(config.workloads[name], "roles", {})) > 0}
+	count(with_roles) > 0
+	every name in with_roles {
+		not has_labelled_role(config.workloads[name], workloads.pod_entries[name].roles)
+	}
+	m := workloads.pod_entries[sort(with_roles)[0]]
 	msg := sprintf("%s: the pod's labels name no role of workload %s (cluster %s)%s", [
-		m.kind, name, m.cluster,
-		unknown_role_effect(entry),
+		m.kind, concat(", ", sort(with_roles)), m.cluster,
+		unknown_role_effect(with_roles),
 	])
 }
 
@@ -30,6 +36,7 @@ has_labelled_role(entry, roles) if {
 	entry.roles[role]
 }
 
-unknown_role_effect(entry) := sprintf("; it is kept apart as role %q until its role is known", [entry.unknown_role]) if {
-	entry.unknown_role
+unknown_role_effect(names) := sprintf("; it is kept apart as role %q until its role is known", [sort(roles)[0]]) if {
+	roles := {role | some name in names; role := config.workloads[name].unknown_role}
+	count(roles) > 0
 } else := "; no hard rule applies to it"

@@ -32,3 +32,18 @@ test_unknown_role_kept_apart if {
 test_protected_pod_is_not_listed if {
 	count(regosched.unprotected) == 0 with input as {"pod": f.pending("cache-0", f.redis_shard("cache", "master", "0"))}
 }
+
+# A Bitnami Sentinel pod before its isMaster label matches the generic Redis
+# entry and the Sentinel preset: one message, naming both, kept apart.
+test_sentinel_pod_without_is_master if {
+	pod := f.pending("cache-node-0", {
+		"app.kubernetes.io/name": "redis",
+		"app.kubernetes.io/instance": "cache",
+		"app.kubernetes.io/component": "node",
+		"statefulset.kubernetes.io/pod-name": "cache-node-0",
+	})
+	regosched.unprotected == {{
+		"reason": "role_unknown",
+		"message": "redis: the pod's labels name no role of workload bitnami-redis-sentinel, redis (cluster cache); it is kept apart as role \"unknown\" until its role is known",
+	}} with input as {"pod": pod}
+}

@@ -1,0 +1,265 @@
+//go:build e2e
+
+package redisroles
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/regosched/regosched/internal/localredis"
+	"github.com/regosched/regosched/internal/policy"
+)
+
+const testInterval = 300 * time.Millisecond
+
+// redisPod is a pod of the default policy's generic Redis workload whose
+// Redis listens on 127.0.0.1:port, as a chart would name its port.
+func redisPod(name string, port int, env ...corev1.EnvVar) *corev1.Pod {
+	p := statefulPod(name, "sts", map[string]string{"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache"})
+	p.Spec.Containers = []corev1.Container{{Name: "redis", Env: env,
+		Ports: []corev1.ContainerPort{{Name: "tcp-redis", ContainerPort: int32(port)}}}}
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.0.0.1"}
+	return p
+}
+
+func startController(t *testing.T, client kubernetes.Interface, cfg Config) (*Controller, *prometheus.Registry) {
+	t.Helper()
+	pol := defaultPolicy(t)
+	reg := prometheus.NewRegistry()
+	cfg.Client, cfg.Policy, cfg.Interval, cfg.Registerer = client, func() *policy.Policy { return pol }, testInterval, reg
+	log := logrus.New()
+	log.SetLevel(logrus.WarnLevel)
+	cfg.Log = log
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v", err)
+		}
+	})
+	return c, reg
+}
+
+// roleLabels reads the live role labels of every pod of shop.
+func roleLabels(ctx context.Context, client kubernetes.Interface) (map[string]string, error) {
+	pods, err := client.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, p := range pods.Items {
+		out[p.Name] = p.Labels["regosched.io/role"] + "/" + p.Labels["regosched.io/shard"]
+	}
+	return out, nil
+}
+
+// waitLabels waits until the pods' labels are want, and returns how long it took.
+func waitLabels(t *testing.T, ctx context.Context, client kubernetes.Interface, want map[string]string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var got map[string]string
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		got, err = roleLabels(ctx, client)
+		return err == nil && cmp.Equal(want, got), err
+	})
+	if err != nil {
+		t.Fatalf("role labels never became what Redis says (-want +got):\n%s", cmp.Diff(want, got))
+	}
+	return time.Since(start)
+}
+
+// wantFromCluster is what the labels must say: each node's ROLE, and its
+// shard named after the lowest slot of its master.
+func wantFromCluster(t *testing.T, ctx context.Context, c *localredis.Cluster, slots map[int]string) map[string]string {
+	t.Helper()
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, n := range nodes {
+		name := "cache-" + strconv.Itoa(n.Port)
+		if n.Role == localredis.RoleMaster {
+			want[name] = Master + "/" + slots[n.Port]
+		} else {
+			want[name] = Replica + "/" + slots[n.MasterPort]
+		}
+	}
+	return want
+}
+
+func TestControllerFollowsRedisCluster(t *testing.T) {
+	ctx := t.Context()
+	cluster, err := localredis.StartCluster(ctx, localredis.Options{Dir: t.TempDir()}, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Stop()
+	client := fake.NewClientset()
+	for _, port := range cluster.Ports() {
+		if _, err := client.CoreV1().Pods("shop").Create(ctx, redisPod("cache-"+strconv.Itoa(port), port), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	changed := make(chan struct{}, 100)
+	startController(t, client, Config{Changed: func() { changed <- struct{}{} }})
+
+	// The shard of each master is named after the lowest slot it serves,
+	// read here with CLUSTER SLOTS (not the CLUSTER NODES the controller
+	// parses).
+	slots := lowestSlots(t, ctx, cluster.Ports()[0])
+	nodes, err := cluster.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := waitLabels(t, ctx, client, wantFromCluster(t, ctx, cluster, slots))
+	t.Logf("labels matched ROLE %v after the controller started", took.Round(time.Millisecond))
+
+	// A real failover: the replica takes its master's slots, and with them
+	// its shard's name.
+	var replica, master int
+	for _, n := range nodes {
+		if n.Role == localredis.RoleReplica {
+			replica, master = n.Port, n.MasterPort
+			break
+		}
+	}
+	slots[replica] = slots[master]
+	failoverAt := time.Now()
+	if err := cluster.Failover(ctx, replica); err != nil {
+		t.Fatal(err)
+	}
+	waitLabels(t, ctx, client, wantFromCluster(t, ctx, cluster, slots))
+	t.Logf("labels flipped %v after CLUSTER FAILOVER was sent (interval %v)", time.Since(failoverAt).Round(time.Millisecond), testInterval)
+	select {
+	case <-changed:
+	default:
+		t.Error("Changed was never called")
+	}
+}
+
+func TestControllerFailures(t *testing.T) {
+	ctx := t.Context()
+	repl, err := localredis.StartReplication(ctx, localredis.Options{Dir: t.TempDir(), Password: "s3cret"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer repl.Stop()
+	ports := repl.Ports()
+	client := fake.NewClientset()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "cache-redis"}, Data: map[string][]byte{"redis-password": []byte("s3cret")}}
+	if _, err := client.CoreV1().Secrets("shop").Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fromSecret := corev1.EnvVar{Name: "REDIS_PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "cache-redis"}, Key: "redis-password"}}}
+	pods := []*corev1.Pod{
+		redisPod("master", ports[0], fromSecret),
+		redisPod("replica", ports[1], corev1.EnvVar{Name: "REDIS_PASSWORD", Value: "s3cret"}),
+		redisPod("no-password", ports[1]),
+		redisPod("wrong-password", ports[1], corev1.EnvVar{Name: "REDIS_PASSWORD", Value: "nope"}),
+		redisPod("closed-port", freePort(t)),
+	}
+	pods[2].Labels["regosched.io/role"] = "master" // a stale label stays: no guess replaces it
+	for _, p := range pods {
+		if _, err := client.CoreV1().Pods("shop").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, reg := startController(t, client, Config{PodSecrets: true})
+	waitLabels(t, ctx, client, map[string]string{
+		"master": "master/", "replica": "replica/", "no-password": "master/", "wrong-password": "/", "closed-port": "/",
+	})
+	errs := func(reason string) float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "regosched_redis_role_errors_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				if m.GetLabel()[0].GetValue() == reason {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+		return 0
+	}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return errs(ReasonAuth) >= 2 && errs(ReasonUnreachable) >= 1, nil
+	})
+	if err != nil {
+		t.Errorf("errors counted: auth %v (want >= 2), unreachable %v (want >= 1)", errs(ReasonAuth), errs(ReasonUnreachable))
+	}
+
+	// Promotion in replication mode flips both.
+	if err := repl.Promote(ctx, ports[1]); err != nil {
+		t.Fatal(err)
+	}
+	waitLabels(t, ctx, client, map[string]string{
+		"master": "replica/", "replica": "master/", "no-password": "master/", "wrong-password": "/", "closed-port": "/",
+	})
+}
+
+// lowestSlots maps each master's port to "slot-<the lowest slot it serves>".
+func lowestSlots(t *testing.T, ctx context.Context, port int) map[int]string {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), Protocol: 2})
+	defer func() { _ = c.Close() }()
+	ranges, err := c.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lowest := map[int]int{}
+	for _, r := range ranges {
+		_, p, err := net.SplitHostPort(r.Nodes[0].Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		master, _ := strconv.Atoi(p)
+		if l, ok := lowest[master]; !ok || r.Start < l {
+			lowest[master] = r.Start
+		}
+	}
+	out := map[int]string{}
+	for master, l := range lowest {
+		out[master] = "slot-" + strconv.Itoa(l)
+	}
+	return out
+}
+
+// freePort is a loopback port nothing listens on.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return port
+}

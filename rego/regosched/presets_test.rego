@@ -1,0 +1,291 @@
+# The presets of config/data.json on the labels real charts and operators put
+# on their pods (testdata/presets holds the full label sets and sources).
+package regosched.presets_test
+
+import data.regosched.fixtures_test as f
+import data.regosched.join.conflicts
+import data.regosched.preemption.protected
+
+# Bitnami redis chart, sentinel.enabled: StatefulSet cache-redis-node.
+sentinel_node(name, extra) := object.union(
+	{
+		"app.kubernetes.io/component": "node",
+		"app.kubernetes.io/instance": "cache",
+		"app.kubernetes.io/managed-by": "Helm",
+		"app.kubernetes.io/name": "redis",
+		"app.kubernetes.io/version": "8.2.1",
+		"helm.sh/chart": "redis-23.1.1",
+		"statefulset.kubernetes.io/pod-name": name,
+	},
+	extra,
+)
+
+# Bitnami redis-cluster chart: no role or shard label of its own.
+redis_cluster(name, extra) := object.union(
+	{
+		"app.kubernetes.io/instance": "sessions",
+		"app.kubernetes.io/managed-by": "Helm",
+		"app.kubernetes.io/name": "redis-cluster",
+		"app.kubernetes.io/version": "8.2.1",
+		"helm.sh/chart": "redis-cluster-13.0.5",
+		"statefulset.kubernetes.io/pod-name": name,
+	},
+	extra,
+)
+
+# The pending pod in web (the redis-cluster release's namespace).
+web_pending(name, labels) := f.pod(name, "web", "pending", "", labels)
+
+live(role, shard) := {"regosched.io/role": role, "regosched.io/shard": shard}
+
+# ECK: every role label "true" or "false"; roles lists the true ones.
+eck(cluster, sset, roles) := object.union(
+	{
+		"common.k8s.elastic.co/type": "elasticsearch",
+		"elasticsearch.k8s.elastic.co/cluster-name": cluster,
+		"elasticsearch.k8s.elastic.co/statefulset-name": sset,
+		"elasticsearch.k8s.elastic.co/version": "8.17.0",
+	},
+	{sprintf("elasticsearch.k8s.elastic.co/node-%s", [r]): sprintf("%v", [r in roles]) | some r in [
+		"master", "data", "ingest", "ml", "transform", "remote_cluster_client", "voting_only",
+		"data_content", "data_cold", "data_hot", "data_warm", "data_frozen",
+	]},
+)
+
+# A new Sentinel-mode pod names no role (isMaster comes later, if at all):
+# it may start as master, so it stays off the node of every member.
+test_sentinel_new_pod_apart_from_master if {
+	peer := f.pod("cache-redis-node-0", "shop", "u0", "node-1", sentinel_node("cache-redis-node-0", {"isMaster": "true"}))
+	conflicts == {{
+		"node": "node-1",
+		"rule": "redis-unknown-apart",
+		"reason": "redis: master shop/cache-redis-node-0 of cluster cache already on this node",
+		"peer": "u0",
+	}} with input as {"pod": f.pending("cache-redis-node-1", sentinel_node("cache-redis-node-1", {"app.kubernetes.io/role": "slave"})), "peers": [peer]}
+}
+
+test_sentinel_new_pod_apart_from_replica if {
+	peer := f.pod("cache-redis-node-2", "shop", "u2", "node-2", sentinel_node("cache-redis-node-2", {"isMaster": "false"}))
+	conflicts == {{
+		"node": "node-2",
+		"rule": "redis-unknown-apart",
+		"reason": "redis: replica shop/cache-redis-node-2 of cluster cache already on this node",
+		"peer": "u2",
+	}} with input as {"pod": f.pending("cache-redis-node-1", sentinel_node("cache-redis-node-1", {})), "peers": [peer]}
+}
+
+# A recreated master (role remembered by regosched) vs the pod Sentinel
+# promoted meanwhile (isMaster=true): masters apart. Both the generic redis
+# entry and the Sentinel preset give this conflict, and it is the same one.
+test_sentinel_master_vs_master_to_be if {
+	peer := f.pod("cache-redis-node-2", "shop", "u2", "node-1", sentinel_node("cache-redis-node-2", {"isMaster": "true"}))
+	conflicts == {{
+		"node": "node-1",
+		"rule": "redis-masters",
+		"reason": "redis: master shop/cache-redis-node-2 of cluster cache already on this node",
+		"peer": "u2",
+	}} with input as {"pod": f.pending("cache-redis-node-0", sentinel_node("cache-redis-node-0", {"regosched.io/role": "master"})), "peers": [peer]}
+}
+
+# Two known replicas may share a node; a pod of unknown role may not join them.
+test_sentinel_replicas_share_but_not_with_unknown if {
+	replica := f.pending("cache-redis-node-1", sentinel_node("cache-redis-node-1", {"regosched.io/role": "replica"}))
+	count(conflicts) == 0 with input as {
+		"pod": replica,
+		"peers": [f.pod("cache-redis-node-2", "shop", "u2", "node-1", sentinel_node("cache-redis-node-2", {"isMaster": "false"}))],
+	}
+	conflicts == {{
+		"node": "node-1",
+		"rule": "redis-unknown-apart",
+		"reason": "redis: unknown shop/cache-redis-node-2 of cluster cache already on this node",
+		"peer": "u2",
+	}} with input as {"pod": replica, "peers": [f.pod("cache-redis-node-2", "shop", "u2", "node-1", sentinel_node("cache-redis-node-2", {}))]}
+}
+
+# Bitnami redis-cluster: a pod whose role Redis has not told yet is kept off
+# every node holding a member of its cluster, whatever the member's role.
+test_redis_cluster_unknown_apart_from_every_member if {
+	peers := [
+		f.pod("sessions-redis-cluster-0", "web", "u0", "node-1", redis_cluster("sessions-redis-cluster-0", live("master", "slot-0"))),
+		f.pod("sessions-redis-cluster-4", "web", "u4", "node-2", redis_cluster("sessions-redis-cluster-4", live("replica", "slot-5461"))),
+		f.pod("sessions-redis-cluster-5", "web", "u5", "node-3", redis_cluster("sessions-redis-cluster-5", {})),
+		f.pod("other-redis-cluster-0", "web", "o0", "node-4", object.union(redis_cluster("other-redis-cluster-0", {}), {"app.kubernetes.io/instance": "other"})),
+	]
+	got := conflicts with input as {"pod": web_pending("sessions-redis-cluster-2", redis_cluster("sessions-redis-cluster-2", {})), "peers": peers}
+	got == {
+		{"node": "node-1", "rule": "redis-unknown-apart", "reason": "redis: master web/sessions-redis-cluster-0 of cluster sessions already on this node", "peer": "u0"},
+		{"node": "node-2", "rule": "redis-unknown-apart", "reason": "redis: replica web/sessions-redis-cluster-4 of cluster sessions already on this node", "peer": "u4"},
+		{"node": "node-3", "rule": "redis-unknown-apart", "reason": "redis: unknown web/sessions-redis-cluster-5 of cluster sessions already on this node", "peer": "u5"},
+	}
+}
+
+# Known roles: a replica stays off its own master's node only, and a master
+# off every other master's node.
+test_redis_cluster_live_roles_by_shard if {
+	peers := [
+		f.pod("sessions-redis-cluster-0", "web", "u0", "node-1", redis_cluster("sessions-redis-cluster-0", live("master", "slot-0"))),
+		f.pod("sessions-redis-cluster-1", "web", "u1", "node-2", redis_cluster("sessions-redis-cluster-1", live("master", "slot-5461"))),
+		f.pod("sessions-redis-cluster-4", "web", "u4", "node-3", redis_cluster("sessions-redis-cluster-4", live("replica", "slot-0"))),
+	]
+	conflicts == {{
+		"node": "node-1",
+		"rule": "redis-master-replica",
+		"reason": "redis: master web/sessions-redis-cluster-0 of cluster sessions (shard slot-0) already on this node",
+		"peer": "u0",
+	}} with input as {"pod": web_pending("sessions-redis-cluster-3", redis_cluster("sessions-redis-cluster-3", live("replica", "slot-0"))), "peers": peers}
+	{[c.peer, c.rule] | some c in conflicts} == {["u0", "redis-masters"], ["u1", "redis-masters"]} with input as {
+		"pod": web_pending("sessions-redis-cluster-2", redis_cluster("sessions-redis-cluster-2", live("master", "slot-10923"))),
+		"peers": peers,
+	}
+}
+
+# The chart's post-upgrade Job pod has the chart's labels but is no member.
+test_redis_cluster_update_job_not_a_member if {
+	job := {
+		"app.kubernetes.io/instance": "sessions",
+		"app.kubernetes.io/name": "redis-cluster",
+		"helm.sh/chart": "redis-cluster-13.0.5",
+		"job-name": "sessions-redis-cluster-cluster-update",
+	}
+	count(conflicts) == 0 with input as {
+		"pod": web_pending("sessions-redis-cluster-2", redis_cluster("sessions-redis-cluster-2", {})),
+		"peers": [f.pod("sessions-redis-cluster-cluster-update-x7k2p", "web", "j", "node-1", job)],
+	}
+}
+
+# A pod of unknown role may be a master: never a preemption victim.
+test_unknown_role_protected_from_preemption if {
+	protected with input as {"pod": f.pod("sessions-redis-cluster-5", "web", "u5", "node-3", redis_cluster("sessions-redis-cluster-5", {}))}
+	not protected with input as {"pod": f.pod("sessions-redis-cluster-4", "web", "u4", "node-2", redis_cluster("sessions-redis-cluster-4", live("replica", "slot-0")))}
+}
+
+# OT redis-operator RedisCluster "orders": StatefulSets orders-leader and
+# orders-follower.
+ot(sset, extra) := object.union(
+	{"app": sprintf("orders-%s", [sset]), "redis_setup_type": "cluster", "role": sset, "cluster": "orders"},
+	extra,
+)
+
+# OT redis-operator RedisCluster: role=leader only names the StatefulSet; the
+# operator's redis-role (or regosched's live role) says who is master.
+test_ot_cluster_redis_role_not_statefulset_role if {
+	peers := [
+		f.pod("orders-leader-1", "shop", "l1", "node-1", ot("leader", {"redis-role": "slave"})),
+		f.pod("orders-follower-0", "shop", "f0", "node-2", ot("follower", {"redis-role": "master"})),
+	]
+
+	# No live shard yet: one shard "", so the master stays off every replica.
+	{[c.peer, c.rule] | some c in conflicts} == {["f0", "redis-masters"], ["l1", "redis-master-replica"]} with input as {
+		"pod": f.pending("orders-leader-0", ot("leader", {"redis-role": "master"})),
+		"peers": peers,
+	}
+	{[c.peer, c.rule] | some c in conflicts} == {["l1", "redis-unknown-apart"], ["f0", "redis-unknown-apart"]} with input as {
+		"pod": f.pending("orders-leader-2", ot("leader", {})),
+		"peers": peers,
+	}
+}
+
+# spotahome RedisFailover "cache": StatefulSet rfr-cache.
+rf(role) := {
+	"app.kubernetes.io/component": "redis",
+	"app.kubernetes.io/managed-by": "redis-operator",
+	"app.kubernetes.io/name": "cache",
+	"app.kubernetes.io/part-of": "redis-failover",
+	"redisfailovers.databases.spotahome.com/name": "cache",
+	"redisfailovers-role": role,
+}
+
+# spotahome: every pod is created redisfailovers-role=slave; that default
+# does not make it a replica.
+test_spotahome_template_slave_is_unknown if {
+	peers := [
+		f.pod("rfr-cache-1", "shop", "u1", "node-1", rf("master")),
+		f.pod("rfr-cache-2", "shop", "u2", "node-2", object.union(rf("slave"), {"regosched.io/role": "replica"})),
+	]
+	{[c.peer, c.rule] | some c in conflicts} == {["u1", "redis-unknown-apart"], ["u2", "redis-unknown-apart"]} with input as {
+		"pod": f.pending("rfr-cache-0", rf("slave")),
+		"peers": peers,
+	}
+	{[c.peer, c.rule] | some c in conflicts} == {["u1", "redis-master-replica"]} with input as {
+		"pod": f.pending("rfr-cache-0", object.union(rf("slave"), {"regosched.io/role": "replica"})),
+		"peers": peers,
+	}
+}
+
+# ECK data tiers: node-data is "false" on a hot-tier pod, node-data_hot "true".
+test_eck_hot_tier_pods_apart if {
+	conflicts == {{
+		"node": "node-1",
+		"rule": "elasticsearch-eck-data",
+		"reason": "elasticsearch: data logs/quickstart-es-hot-0 of cluster quickstart already on this node",
+		"peer": "u0",
+	}} with input as {
+		"pod": f.pod("quickstart-es-hot-1", "logs", "pending", "", eck("quickstart", "quickstart-es-hot", ["data_hot", "data_content", "ingest"])),
+		"peers": [f.pod("quickstart-es-hot-0", "logs", "u0", "node-1", eck("quickstart", "quickstart-es-hot", ["data_hot", "data_content", "ingest"]))],
+	}
+}
+
+# Every tier holds shards: hot, warm, cold and frozen pods keep apart too;
+# coordinating-only and ML pods are free.
+test_eck_tiers_and_free_roles if {
+	pending := f.pod("quickstart-es-hot-1", "logs", "pending", "", eck("quickstart", "quickstart-es-hot", ["data_hot"]))
+	peers := [
+		f.pod("quickstart-es-warm-0", "logs", "w", "node-1", eck("quickstart", "quickstart-es-warm", ["data_warm"])),
+		f.pod("quickstart-es-cold-0", "logs", "c", "node-2", eck("quickstart", "quickstart-es-cold", ["data_cold"])),
+		f.pod("quickstart-es-frozen-0", "logs", "z", "node-3", eck("quickstart", "quickstart-es-frozen", ["data_frozen"])),
+		f.pod("quickstart-es-coord-0", "logs", "x", "node-4", eck("quickstart", "quickstart-es-coord", [])),
+		f.pod("quickstart-es-ml-0", "logs", "m", "node-4", eck("quickstart", "quickstart-es-ml", ["ml", "remote_cluster_client"])),
+	]
+	{[c.peer, c.node] | some c in conflicts} == {["w", "node-1"], ["c", "node-2"], ["z", "node-3"]} with input as {"pod": pending, "peers": peers}
+}
+
+# Master-eligible pods (voting-only ones too) keep apart for quorum; a
+# master-only pod may share a node with a data pod.
+test_eck_masters_apart if {
+	pending := f.pod("quickstart-es-masters-1", "logs", "pending", "", eck("quickstart", "quickstart-es-masters", ["master"]))
+	peers := [
+		f.pod("quickstart-es-masters-0", "logs", "m0", "node-1", eck("quickstart", "quickstart-es-masters", ["master"])),
+		f.pod("quickstart-es-voting-0", "logs", "v0", "node-2", eck("quickstart", "quickstart-es-voting", ["master", "voting_only"])),
+		f.pod("quickstart-es-hot-0", "logs", "h0", "node-3", eck("quickstart", "quickstart-es-hot", ["data_hot"])),
+	]
+	got := conflicts with input as {"pod": pending, "peers": peers}
+	got == {
+		{"node": "node-1", "rule": "elasticsearch-eck-masters", "reason": "elasticsearch: master logs/quickstart-es-masters-0 of cluster quickstart already on this node", "peer": "m0"},
+		{"node": "node-2", "rule": "elasticsearch-eck-masters", "reason": "elasticsearch: master logs/quickstart-es-voting-0 of cluster quickstart already on this node", "peer": "v0"},
+	}
+}
+
+# Bitnami elasticsearch chart, release "logs" (useIstioLabels adds app).
+bes(component, index) := {
+	"app": component,
+	"app.kubernetes.io/component": component,
+	"app.kubernetes.io/instance": "logs",
+	"app.kubernetes.io/managed-by": "Helm",
+	"app.kubernetes.io/name": "elasticsearch",
+	"app.kubernetes.io/version": "9.1.2",
+	"helm.sh/chart": "elasticsearch-22.1.7",
+	"statefulset.kubernetes.io/pod-name": sprintf("logs-elasticsearch-%s-%d", [component, index]),
+}
+
+# Bitnami elasticsearch: masters apart through the chart's preset, data apart
+# as in the generic entry (one conflict, not two).
+test_bitnami_elasticsearch_masters_and_data if {
+	peers := [
+		f.pod("logs-elasticsearch-master-0", "search", "m0", "node-1", bes("master", 0)),
+		f.pod("logs-elasticsearch-data-0", "search", "d0", "node-2", bes("data", 0)),
+		f.pod("logs-elasticsearch-coordinating-0", "search", "c0", "node-1", bes("coordinating-only", 0)),
+	]
+	{[c.peer, c.rule] | some c in conflicts} == {["m0", "elasticsearch-masters"]} with input as {
+		"pod": f.pod("logs-elasticsearch-master-1", "search", "pending", "", bes("master", 1)),
+		"peers": peers,
+	}
+	conflicts == {{
+		"node": "node-2",
+		"rule": "elasticsearch-data",
+		"reason": "elasticsearch: data search/logs-elasticsearch-data-0 of cluster logs already on this node",
+		"peer": "d0",
+	}} with input as {
+		"pod": f.pod("logs-elasticsearch-data-1", "search", "pending", "", bes("data", 1)),
+		"peers": peers,
+	}
+}
