@@ -19,6 +19,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/audit"
 	"github.com/regosched/regosched/internal/extender"
 	"github.com/regosched/regosched/internal/serve"
 )
@@ -28,6 +29,9 @@ var version = ""
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, errViolations) {
+			os.Exit(1)
+		}
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "regosched:", err)
 		}
@@ -40,6 +44,7 @@ const usage = `regosched: a kube-scheduler extender with placement rules in Rego
 Usage:
   regosched serve [flags]            serve the extender (see regosched serve -h)
   regosched explain -f POD [flags]   show what the policy decides for a pod on every node (see regosched explain -h)
+  regosched audit [flags]            check the bound pods against the hard rules; exit 1 on any violation (see regosched audit -h)
   regosched version                  print the version
 `
 
@@ -53,6 +58,8 @@ func run(args []string) error {
 		return runServe(args[1:])
 	case "explain":
 		return runExplain(args[1:])
+	case "audit":
+		return runAudit(args[1:])
 	case "version":
 		return json.NewEncoder(os.Stdout).Encode(map[string]string{"version": binaryVersion()})
 	case "help", "-h", "--help":
@@ -106,6 +113,7 @@ func runServe(args []string) error {
 	fs.StringVar(&opts.RedisRoles.ServerName, "redis-tls-server-name", "", "--redis-tls: name the Redis certificates are checked against (default: the pod IP)")
 	fs.BoolVar(&opts.RedisRoles.SkipVerify, "redis-tls-insecure-skip-verify", false, "--redis-tls: do not verify the Redis servers' certificates")
 	fs.StringVar(&opts.RedisRoles.Memory, "redis-roles-configmap", "regosched-redis-roles", "--redis-roles: ConfigMap in --leader-elect-namespace that keeps the last known role of each Redis pod across restarts, for pods recreated under the same name (\"\": keep it in memory only)")
+	fs.DurationVar(&opts.AuditInterval, "audit-interval", audit.DefaultInterval, "how often the leader checks the bound pods against the hard rules (also at every Redis role change), reporting violations as regosched_violations and Warning Events (0: never)")
 	fs.BoolVar(&opts.Profiling, "profiling", false, "serve Go pprof profiles under /debug/pprof/ on --listen")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	format := fs.String("log-format", "text", "log format: text or json")

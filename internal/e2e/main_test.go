@@ -71,7 +71,11 @@ func run(m *testing.M) int {
 	// A policy other than the embedded one, e.g. a deliberately broken
 	// copy, to check that the tests notice.
 	policy := os.Getenv("REGOSCHED_E2E_POLICY")
-	s, err := localstack.Start(ctx, localstack.Options{Nodes: stackNodes, PolicyPath: policy, Log: log})
+	s, err := localstack.Start(ctx, localstack.Options{Nodes: stackNodes, PolicyPath: policy, Log: log, ExtenderArgs: []string{
+		// As deployed, with checks often enough for tests to wait on; the
+		// memory of Redis roles goes to a namespace that exists here.
+		"--redis-roles", "--redis-roles-interval=1s", "--audit-interval=5s", "--leader-elect-namespace=default",
+	}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the stack:", err)
 		return 1

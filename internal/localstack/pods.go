@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/localcluster"
+	"github.com/regosched/regosched/internal/placement"
+	"github.com/regosched/regosched/internal/policy"
 )
 
 // SchedulerName is the profile of the deployed scheduler configuration;
@@ -107,17 +111,25 @@ func OnNodes(p *corev1.Pod, nodes ...string) *corev1.Pod {
 }
 
 // DefaultGrouped reports whether the default policy groups a pod with these
-// labels (and so whether regosched's cache indexes it once bound): a Redis
-// or Elasticsearch pod naming its cluster, or an ECK pod.
+// labels (and so whether regosched's cache indexes it once bound): it asks
+// the embedded policy's peer_keys, so that every preset counts.
 func DefaultGrouped(labels map[string]string) bool {
-	switch labels[LabelName] {
-	case "redis", "elasticsearch":
-		if labels[LabelInstance] != "" {
-			return true
-		}
+	pol, err := defaultPolicy()
+	if err != nil {
+		panic(fmt.Sprintf("compiling the embedded default policy: %v", err)) // a build of the binary under test would fail too
 	}
-	return labels[LabelECKCluster] != ""
+	keys, err := pol.PeerKeys(context.Background(), &placement.Pod{Namespace: "default", Name: "p", UID: "p", Labels: placement.NewLabels(labels)})
+	return err == nil && len(keys) > 0
 }
+
+// defaultPolicy is the embedded default policy, compiled once.
+var defaultPolicy = sync.OnceValues(func() (*policy.Policy, error) {
+	b, err := policy.LoadFS(regosched.DefaultPolicy(), "default policy")
+	if err != nil {
+		return nil, err
+	}
+	return policy.Compile(context.Background(), b)
+})
 
 // Nodes returns the names of all nodes, sorted.
 func (s *Stack) Nodes(ctx context.Context) ([]string, error) {

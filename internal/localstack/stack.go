@@ -297,6 +297,10 @@ func (s *Stack) RepoRoot() string { return s.root }
 // https://127.0.0.1:41234 in the TLS variant.
 func (s *Stack) BaseURL() string { return s.scheme() + "://" + s.listen }
 
+// Binary is the regosched binary the stack runs, for tests of its other
+// commands.
+func (s *Stack) Binary() string { return s.extBin }
+
 // ExtenderURL is the urlPrefix kube-scheduler calls.
 func (s *Stack) ExtenderURL() string { return s.BaseURL() + "/scheduler" }
 

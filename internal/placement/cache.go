@@ -40,6 +40,8 @@ type Cache struct {
 	synced    []cache.InformerSynced
 	keyFunc   atomic.Pointer[KeyFunc]
 	clock     clock.WithTicker
+	// onRelabel, if set, is told when a bound pod's labels change.
+	onRelabel func()
 
 	// writeMu serialises writers (informer events and re-indexing), so that a
 	// re-index never overwrites a newer event with an older object.
@@ -60,6 +62,13 @@ type Cache struct {
 
 // Option configures a Cache.
 type Option func(*Cache)
+
+// WithOnRelabel has f called (on the informer's goroutine: it must not
+// block) once the index holds new labels of a bound pod it held before: a
+// role moved by a failover, say, which may break a rule where it stands.
+func WithOnRelabel(f func()) Option {
+	return func(cache *Cache) { cache.onRelabel = f }
+}
 
 // WithClock replaces the real clock, for tests of in-flight expiry.
 func WithClock(c clock.WithTicker) Option {
@@ -252,13 +261,17 @@ func (c *Cache) upsertLocked(ctx context.Context, obj *podRecord) {
 		}
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	old := c.byName[name]
 	c.unindexLocked(name)
 	if obj.nodeName != "" {
 		// Seen bound: whatever was in flight has landed.
 		c.landedLocked(pod.UID)
 	}
 	c.indexLocked(name, pod, keys)
+	c.mu.Unlock()
+	if c.onRelabel != nil && old != nil && old.pod.UID == pod.UID && old.pod.Labels != pod.Labels {
+		c.onRelabel()
+	}
 }
 
 // indexLocked adds a pod to its groups. The caller holds mu.

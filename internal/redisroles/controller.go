@@ -59,8 +59,6 @@ type Config struct {
 	MemoryNamespace, MemoryName string
 	// Leading tells whether this replica may write; nil: always.
 	Leading func() bool
-	// Changed is called after a pod's role or shard label changed.
-	Changed func()
 	// Workers probe in parallel; 4 when 0.
 	Workers    int
 	Registerer prometheus.Registerer
@@ -323,9 +321,6 @@ func (c *Controller) write(ctx context.Context, info *podInfo, labels policy.Liv
 	}
 	c.changesTotal.Inc()
 	log.WithFields(logrus.Fields{"role": obs.Role, "shard": obs.Shard, "was": role + "/" + shard, "source": source}).Info("Redis role label changed")
-	if c.cfg.Changed != nil {
-		c.cfg.Changed()
-	}
 }
 
 func withUID(patch []byte, uid types.UID) ([]byte, error) {

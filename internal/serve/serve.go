@@ -19,9 +19,12 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
 
+	"github.com/regosched/regosched/internal/audit"
 	"github.com/regosched/regosched/internal/decision"
 	"github.com/regosched/regosched/internal/extender"
 	"github.com/regosched/regosched/internal/leader"
@@ -71,6 +74,9 @@ type Options struct {
 	// RedisRoles, when On, reads Redis pods' roles from Redis and writes
 	// them onto the pods (see redisroles).
 	RedisRoles RedisRolesOptions
+	// AuditInterval is the period of the audit of bound pods (the leader
+	// only); 0 turns it off.
+	AuditInterval time.Duration
 	// Profiling serves pprof profiles under /debug/pprof/.
 	Profiling bool
 	Version   string
@@ -143,7 +149,16 @@ func Run(ctx context.Context, opts Options) error {
 	active.Store(pol.Policy)
 
 	keys := policy.Describer(active.Load)
-	cache, err := placement.New(client, keys, log.WithField("component", "placement"))
+	// A relabelled bound pod (a role moved at failover) can break a rule
+	// where it stands: it triggers an audit pass.
+	auditTrigger := make(chan struct{}, 1)
+	relabelled := func() {
+		select {
+		case auditTrigger <- struct{}{}:
+		default:
+		}
+	}
+	cache, err := placement.New(client, keys, log.WithField("component", "placement"), placement.WithOnRelabel(relabelled))
 	if err != nil {
 		return err
 	}
@@ -175,7 +190,7 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.RedisRoles.On {
 		// elector is set below, before roles runs: only the leader writes.
 		leading := func() bool { return elector == nil || elector.Leading() }
-		if roles, err = newRedisRoles(opts, client, active, reg, leading, nil); err != nil {
+		if roles, err = newRedisRoles(opts, client, active, reg, leading); err != nil {
 			return err
 		}
 		dopts.Recall = roles.Recall
@@ -308,6 +323,14 @@ func Run(ctx context.Context, opts Options) error {
 		}()
 	}
 
+	if opts.AuditInterval > 0 {
+		stopAudit, err := startAudit(ctx, client, cache, active, elector, reg, log, opts.AuditInterval, auditTrigger)
+		if err != nil {
+			return err
+		}
+		defer stopAudit()
+	}
+
 	var lost <-chan struct{}
 	if elector != nil {
 
@@ -354,15 +377,48 @@ func Run(ctx context.Context, opts Options) error {
 	return runErr
 }
 
-// newRedisRoles builds the --redis-roles controller; changed is told of
-// every role change.
-func newRedisRoles(opts Options, client kubernetes.Interface, active *policy.Active, reg prometheus.Registerer, leading func() bool, changed func()) (*redisroles.Controller, error) {
+// startAudit runs the audit of bound pods once the cache has synced and
+// this replica leads (another replica would announce the same violations
+// twice); the returned function stops its event recorder.
+func startAudit(ctx context.Context, client kubernetes.Interface, cache *placement.Cache, active *policy.Active, elector *leader.Elector,
+	reg prometheus.Registerer, log logrus.FieldLogger, interval time.Duration, trigger <-chan struct{}) (func(), error) {
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		return nil, fmt.Errorf("starting the event recorder: %w", err)
+	}
+	a, err := audit.New(audit.Config{
+		Cache: cache, Policies: active.Load, Recorder: broadcaster.NewRecorder(scheme.Scheme, "regosched"),
+		Log: log.WithField("component", "audit"), Registerer: reg,
+	})
+	if err != nil {
+		broadcaster.Shutdown()
+		return nil, err
+	}
+	go func() {
+		if !cache.WaitForSync(ctx) {
+			return
+		}
+		for elector != nil && !elector.Leading() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+		a.Loop(ctx, interval, trigger)
+	}()
+	return broadcaster.Shutdown, nil
+}
+
+// newRedisRoles builds the --redis-roles controller, which writes only
+// while leading.
+func newRedisRoles(opts Options, client kubernetes.Interface, active *policy.Active, reg prometheus.Registerer, leading func() bool) (*redisroles.Controller, error) {
 	o := opts.RedisRoles
 	cfg := redisroles.Config{
 		Client: client, Policy: active.Load, Interval: o.Interval,
 		PasswordFile: o.PasswordFile, PodSecrets: o.PodSecrets,
 		MemoryNamespace: opts.Leader.Namespace, MemoryName: o.Memory,
-		Leading: leading, Changed: changed, Registerer: reg, Log: opts.Log.WithField("component", "redis-roles"),
+		Leading: leading, Registerer: reg, Log: opts.Log.WithField("component", "redis-roles"),
 	}
 	if o.TLS {
 		tlsConfig, err := redisroles.TLSConfig(o.CAFile, o.CertFile, o.KeyFile, o.ServerName, o.SkipVerify)

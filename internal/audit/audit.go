@@ -1,0 +1,444 @@
+// Package audit checks the placements already made against the hard rules
+// of the active policy: a pod bound before a rule existed, bound while
+// regosched was down (ignorable extender), or whose role changed since (a
+// Redis failover relabels a replica as master) can break a rule that filter
+// would enforce today. Each violation is exported as a gauge
+// (regosched_violations{rule,namespace}), announced once by a Warning Event
+// on the pods involved, and listed by `regosched audit`. Nothing is evicted.
+//
+// A pass judges each bound pod as filter would judge it pending, against
+// its peers from the placement cache, and keeps the conflicts on the pod's
+// own node. Only pods that share a group and a node with another pod can
+// conflict there, so the others cost a map look-up and no Rego: a pass is
+// linear in the bound pods and, for the suspects, in their peers. A suspect
+// is described by the policy once per version, not once per pass.
+//
+// Wiring into `regosched serve` (leader only, once the cache has synced):
+//
+//	a, err := audit.New(audit.Config{
+//		Cache: cache, Policies: active.Load, Recorder: recorder,
+//		Log: log.WithField("component", "audit"), Registerer: reg,
+//	})
+//	trigger := make(chan struct{}, 1) // role changes: select { case trigger <- struct{}{}: default: }
+//	go a.Loop(ctx, audit.DefaultInterval, trigger)
+//
+// where recorder is an events.k8s.io/v1 recorder, which needs RBAC to
+// create events.events.k8s.io (record.EventRecorderAdapter wraps a
+// core/v1 one):
+//
+//	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+//	err := b.StartRecordingToSinkWithContext(ctx) // b.Shutdown() at exit
+//	recorder := b.NewRecorder(scheme.Scheme, "regosched")
+package audit
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/regosched/regosched/internal/placement"
+	"github.com/regosched/regosched/internal/policy"
+)
+
+// DefaultInterval is the period of Loop's passes in `regosched serve`.
+const DefaultInterval = 60 * time.Second
+
+// EventReason is the reason of the Warning Event on a pod that breaks a rule.
+const EventReason = "PlacementViolation"
+
+// EventAction is the action of that Event: it names the rule, so that two
+// rules broken by one pair are two event series, not one (the events
+// recorder merges events by pod, related pod, reason and action, and keeps
+// the first note).
+func EventAction(rule string) string { return "Audit/" + rule }
+
+// ErrNoPolicy is returned by Run while no policy is active.
+var ErrNoPolicy = errors.New("no active policy")
+
+// Placements is what a pass reads of the placement cache (implemented by
+// placement.Cache).
+type Placements interface {
+	// Indexed returns every bound pod that belongs to a group, with its groups.
+	Indexed() []placement.Indexed
+	// Peers returns the bound pods that share a key with the pod self.
+	Peers(keys []string, self types.UID) []*placement.Pod
+	// NodeLabels returns a node's labels and whether the node is known.
+	NodeLabels(name string) (map[string]string, bool)
+}
+
+// Config configures an Auditor.
+type Config struct {
+	// Cache holds the bound pods; required.
+	Cache Placements
+	// Policies gives the policy to judge by (policy.Active.Load); nil while
+	// none is active. Required.
+	Policies func() *policy.Policy
+	// Recorder receives a Warning Event per pod of each new violation; nil
+	// records none.
+	Recorder events.EventRecorder
+	// Log receives one line per new violation and per pass; required.
+	Log logrus.FieldLogger
+	// Registerer exports the audit's metrics; nil exports none (the CLI).
+	Registerer prometheus.Registerer
+}
+
+// Auditor runs audit passes. Create it with New.
+type Auditor struct {
+	cache    Placements
+	policies func() *policy.Policy
+	recorder events.EventRecorder
+	log      logrus.FieldLogger
+
+	violations *prometheus.GaugeVec
+	duration   prometheus.Histogram
+	runs       *prometheus.CounterVec
+
+	// mu serialises passes, so that seen is each pass's predecessor's.
+	mu sync.Mutex
+	// seen holds the violations of the last pass, so that only new ones
+	// are announced by an Event.
+	seen map[pairKey]bool
+	// described keeps, for the pods the last pass judged, their description
+	// as pending pods: a cached pod is replaced whenever what the policy
+	// reads of it changes, so a lasting crowd costs Rego once, not per pass.
+	described map[*placement.Pod]description
+	// afterPass, when set (tests), is called at the end of each Loop pass.
+	afterPass func()
+}
+
+// Report is the outcome of one pass.
+type Report struct {
+	// Violations are sorted by rule, namespace, node and pods.
+	Violations     []Violation `json:"violations"`
+	PolicyRevision string      `json:"policyRevision"`
+	// Pods is the number of bound pods checked: those in a policy group.
+	Pods int `json:"pods"`
+	// Skipped are the pods (namespace/name) the policy failed to judge,
+	// sorted; their violations, if any, are unknown.
+	Skipped []string `json:"skipped,omitempty"`
+}
+
+// Violation is a hard rule broken between pods bound to one node.
+type Violation struct {
+	Rule string `json:"rule"`
+	// Namespace is that of Pods[0].
+	Namespace string `json:"namespace"`
+	Node      string `json:"node"`
+	// Pods are the two pods (namespace/name), sorted; one when the rule
+	// named no peer.
+	Pods []string `json:"pods"`
+	// Reason is the rule's reason, as filter would give it for Pods[0]
+	// (else for Pods[1]).
+	Reason string `json:"reason"`
+}
+
+// New returns an Auditor whose metrics are registered on cfg.Registerer.
+func New(cfg Config) (*Auditor, error) {
+	if cfg.Cache == nil || cfg.Policies == nil || cfg.Log == nil {
+		return nil, errors.New("audit: Cache, Policies and Log are required")
+	}
+	a := &Auditor{
+		cache:    cfg.Cache,
+		policies: cfg.Policies,
+		recorder: cfg.Recorder,
+		log:      cfg.Log,
+		violations: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "regosched_violations",
+			Help: "Pairs of bound pods that break a hard placement rule on their node, by rule and namespace, as of the last audit pass.",
+		}, []string{"rule", "namespace"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "regosched_audit_duration_seconds",
+			Help:    "Time an audit pass of every bound pod took.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9), // 1ms .. ~65s
+		}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regosched_audit_runs_total",
+			Help: "Audit passes: success, partial (the policy failed on some pods, logged) or error (no result).",
+		}, []string{"result"}),
+		seen: map[pairKey]bool{},
+	}
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{a.violations, a.duration, a.runs} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("registering audit metrics: %w", err)
+			}
+		}
+	}
+	return a, nil
+}
+
+// description is a pod described as pending under a policy.
+type description struct {
+	policy *policy.Policy
+	keys   []string
+	facts  any
+}
+
+// pairKey names a violation across passes: a rule and its pods, sorted
+// (b is "" when the rule named no peer).
+type pairKey struct{ rule, a, b string }
+
+// found is a violation being collected: its pods, and the reason each side
+// gave (the reason for pods[0] names pods[1], and the other way round).
+type found struct {
+	node    string
+	pods    [2]*placement.Pod
+	reasons [2]string
+}
+
+// Run checks every bound pod once, updates the metrics, records an Event
+// on the pods of each violation the previous pass did not have, and
+// returns what it found. Passes are serialised.
+func (a *Auditor) Run(ctx context.Context) (Report, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	start := time.Now()
+	pol := a.policies()
+	if pol == nil {
+		a.runs.WithLabelValues("error").Inc()
+		return Report{}, ErrNoPolicy
+	}
+	all, pods, skipped, err := a.pass(ctx, pol)
+	a.duration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		a.runs.WithLabelValues("error").Inc()
+		return Report{}, err
+	}
+	report := Report{
+		Violations:     make([]Violation, 0, len(all)),
+		PolicyRevision: pol.Revision(),
+		Pods:           pods,
+		Skipped:        skipped,
+	}
+	for _, c := range all {
+		report.Violations = append(report.Violations, c.violation)
+	}
+	a.publish(all, skipped)
+	result := "success"
+	if len(skipped) > 0 {
+		result = "partial"
+	}
+	a.runs.WithLabelValues(result).Inc()
+	a.log.WithFields(logrus.Fields{
+		"violations": len(report.Violations), "pods": report.Pods, "skipped": len(skipped),
+		"policyRevision": report.PolicyRevision, "took": time.Since(start),
+	}).Debug("audit pass")
+	return report, nil
+}
+
+// collected is a violation of one pass, with what announcing it needs.
+type collected struct {
+	key       pairKey
+	violation Violation
+	found     *found
+}
+
+// pass judges every suspect pod and returns the violations, sorted, the
+// number of pods looked at, and the pods it could not judge.
+func (a *Auditor) pass(ctx context.Context, pol *policy.Policy) ([]collected, int, []string, error) {
+	indexed := a.cache.Indexed()
+	// A conflict on a pod's node needs a peer on that node, and a peer
+	// shares a group: count the pods of each group on each node, so that
+	// only pods sharing both with another are judged.
+	type slot struct{ key, node string }
+	crowd := make(map[slot]int, len(indexed))
+	for _, x := range indexed {
+		for _, k := range x.Keys {
+			crowd[slot{k, x.Pod.Node}]++
+		}
+	}
+	byKey := map[pairKey]*found{}
+	var skipped []string
+	described := map[*placement.Pod]description{}
+	// Kept even when the pass fails: what it described is still right.
+	defer func() { a.described = described }()
+	for _, x := range indexed {
+		if x.Pod.Node == "" || !slices.ContainsFunc(x.Keys, func(k string) bool { return crowd[slot{k, x.Pod.Node}] > 1 }) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, 0, nil, fmt.Errorf("audit pass: %w", err)
+		}
+		if err := a.judge(ctx, pol, x.Pod, described, byKey); err != nil {
+			a.log.WithError(err).WithField("pod", x.Pod.Key()).Warn("audit: the policy could not judge a bound pod")
+			skipped = append(skipped, x.Pod.Key())
+		}
+	}
+	slices.Sort(skipped)
+	out := make([]collected, 0, len(byKey))
+	for k, f := range byKey {
+		out = append(out, collected{key: k, violation: f.violation(k), found: f})
+	}
+	slices.SortFunc(out, func(x, y collected) int { return compareViolations(x.violation, y.violation) })
+	return out, len(indexed), skipped, nil
+}
+
+// judge adds to byKey the conflicts pod has on its own node: it is
+// described as a pending pod (what it avoids), as filter would describe
+// it, and joined with its peers as they are cached. Its description goes
+// to described.
+func (a *Auditor) judge(ctx context.Context, pol *policy.Policy, pod *placement.Pod,
+	described map[*placement.Pod]description, byKey map[pairKey]*found) error {
+	self := *pod // ours to change: cached pods are shared and immutable
+	self.Node, self.Facts = "", nil
+	d, ok := a.described[pod]
+	if !ok || d.policy != pol {
+		keys, facts, err := pol.DescribePending(ctx, &self)
+		if err != nil {
+			return fmt.Errorf("describing %s: %w", pod.Key(), err)
+		}
+		d = description{policy: pol, keys: keys, facts: facts}
+	}
+	described[pod] = d
+	keys := d.keys
+	if len(keys) == 0 {
+		return nil
+	}
+	self.Facts = d.facts
+	peers := a.cache.Peers(keys, pod.UID)
+	nodes := make(map[string]map[string]string, len(peers))
+	for _, p := range peers {
+		if _, done := nodes[p.Node]; done {
+			continue
+		}
+		if labels, ok := a.cache.NodeLabels(p.Node); ok {
+			nodes[p.Node] = labels
+		}
+	}
+	conflicts, err := pol.Conflicts(ctx, &policy.Input{Pod: &self, Peers: peers, Nodes: nodes})
+	if err != nil {
+		return fmt.Errorf("judging %s: %w", pod.Key(), err)
+	}
+	for _, c := range conflicts {
+		if c.Node != pod.Node {
+			continue // the pod is not there: nothing is broken
+		}
+		var peer *placement.Pod
+		if c.Peer != "" {
+			if i := slices.IndexFunc(peers, func(p *placement.Pod) bool { return p.UID == c.Peer }); i >= 0 {
+				peer = peers[i]
+			}
+		}
+		k, side := keyOf(c.Rule, pod, peer)
+		f := byKey[k]
+		if f == nil {
+			f = &found{node: pod.Node}
+			f.pods[side], f.pods[1-side] = pod, peer
+			byKey[k] = f
+		}
+		// Several conflicts of one rule between one pair keep the first
+		// reason in the policy's canonical order.
+		if f.reasons[side] == "" {
+			f.reasons[side] = c.Reason
+		}
+	}
+	return nil
+}
+
+// keyOf returns the key of the pair (pod, peer) under rule, and which of
+// the key's pods pod is (0 or 1).
+func keyOf(rule string, pod, peer *placement.Pod) (pairKey, int) {
+	if peer == nil {
+		return pairKey{rule: rule, a: pod.Key()}, 0
+	}
+	a, b := pod.Key(), peer.Key()
+	if b < a {
+		return pairKey{rule: rule, a: b, b: a}, 1
+	}
+	return pairKey{rule: rule, a: a, b: b}, 0
+}
+
+func (f *found) violation(k pairKey) Violation {
+	v := Violation{Rule: k.rule, Namespace: f.pods[0].Namespace, Node: f.node, Pods: []string{k.a}, Reason: f.reasons[0]}
+	if k.b != "" {
+		v.Pods = append(v.Pods, k.b)
+	}
+	if v.Reason == "" {
+		v.Reason = f.reasons[1]
+	}
+	return v
+}
+
+func compareViolations(x, y Violation) int {
+	return cmp.Or(strings.Compare(x.Rule, y.Rule), strings.Compare(x.Namespace, y.Namespace),
+		strings.Compare(x.Node, y.Node), slices.Compare(x.Pods, y.Pods), strings.Compare(x.Reason, y.Reason))
+}
+
+// publish refills the gauge, announces the violations the previous pass
+// did not have, and remembers this pass's for the next. A violation of a
+// skipped pod stays remembered: it is unknown, not gone.
+func (a *Auditor) publish(all []collected, skipped []string) {
+	counts := map[[2]string]int{}
+	next := make(map[pairKey]bool, len(all))
+	for _, c := range all {
+		counts[[2]string{c.violation.Rule, c.violation.Namespace}]++
+		next[c.key] = true
+		if a.seen[c.key] {
+			continue
+		}
+		a.log.WithFields(logrus.Fields{
+			"rule": c.violation.Rule, "node": c.violation.Node, "pods": c.violation.Pods, "reason": c.violation.Reason,
+		}).Warn("placement violates a hard rule")
+		a.announce(c)
+	}
+	for k := range a.seen {
+		if isSkipped(skipped, k.a) || (k.b != "" && isSkipped(skipped, k.b)) {
+			next[k] = true
+		}
+	}
+	a.seen = next
+	// Reset then set at once: a scrape in between is unlikely and would
+	// only miss a pass.
+	a.violations.Reset()
+	for rn, n := range counts {
+		a.violations.WithLabelValues(rn[0], rn[1]).Set(float64(n))
+	}
+}
+
+// isSkipped reports whether pod is among skipped, which is sorted.
+func isSkipped(skipped []string, pod string) bool {
+	_, ok := slices.BinarySearch(skipped, pod)
+	return ok
+}
+
+// announce records a Warning Event on each pod of a new violation, naming
+// the rule, the node and the other pod.
+func (a *Auditor) announce(c collected) {
+	if a.recorder == nil {
+		return
+	}
+	f := c.found
+	for side, pod := range f.pods {
+		if pod == nil {
+			continue
+		}
+		other := f.pods[1-side]
+		note := fmt.Sprintf("hard placement rule %s is broken on node %s by this pod", c.violation.Rule, f.node)
+		var related runtime.Object // an untyped nil when there is no other pod
+		if other != nil {
+			note += " and " + other.Key()
+			related = ref(other)
+		}
+		if reason := f.reasons[side]; reason != "" {
+			note += ": " + reason
+		}
+		a.recorder.Eventf(ref(pod), related, corev1.EventTypeWarning, EventReason, EventAction(c.violation.Rule), "%s", note)
+	}
+}
+
+// ref is the object reference of a cached pod, which keeps no full object.
+func ref(p *placement.Pod) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+}

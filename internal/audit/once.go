@@ -1,0 +1,80 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/regosched/regosched/internal/placement"
+	"github.com/regosched/regosched/internal/policy"
+)
+
+// DefaultSyncTimeout bounds Once's wait for the API server and the initial
+// lists of pods and nodes.
+const DefaultSyncTimeout = 30 * time.Second
+
+// OnceOptions configure Once.
+type OnceOptions struct {
+	Client kubernetes.Interface
+	Policy *policy.Policy
+	// SyncTimeout bounds the wait for the API server; 0 means
+	// DefaultSyncTimeout.
+	SyncTimeout time.Duration
+	// Log receives the placement cache's and the pass's logs; required.
+	Log logrus.FieldLogger
+}
+
+// Once is `regosched audit`: it lists the cluster's bound pods and nodes
+// into a placement cache of its own, as `regosched serve` keeps one, and
+// runs one pass with no Events and no metrics.
+func Once(ctx context.Context, opts OnceOptions) (Report, error) {
+	if opts.SyncTimeout <= 0 {
+		opts.SyncTimeout = DefaultSyncTimeout
+	}
+	pol := opts.Policy
+	current := func() *policy.Policy { return pol }
+	ctx, cancel := context.WithCancel(ctx)
+	cache, err := placement.New(opts.Client, policy.Describer(current), opts.Log.WithField("component", "placement"))
+	if err != nil {
+		cancel()
+		return Report{}, fmt.Errorf("placement cache: %w", err)
+	}
+	cache.Start(ctx)
+	// The informers stop only once ctx is cancelled: cancel, then wait.
+	defer func() { cancel(); cache.Shutdown() }()
+	if err := waitForSync(ctx, opts.Client, cache, opts.SyncTimeout); err != nil {
+		return Report{}, err
+	}
+	a, err := New(Config{Cache: cache, Policies: current, Log: opts.Log.WithField("component", "audit")})
+	if err != nil {
+		return Report{}, err
+	}
+	return a.Run(ctx)
+}
+
+// waitForSync fails fast and clearly when the API server is unreachable or
+// refuses to list pods or nodes (informers would only retry in silence),
+// then waits for the cache's initial lists.
+func waitForSync(ctx context.Context, client kubernetes.Interface, cache *placement.Cache, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	one := metav1.ListOptions{Limit: 1}
+	if _, err := client.CoreV1().Nodes().List(ctx, one); err != nil {
+		return fmt.Errorf("listing nodes from the API server: %w", err)
+	}
+	if _, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, one); err != nil {
+		return fmt.Errorf("listing pods from the API server: %w", err)
+	}
+	if !cache.WaitForSync(ctx) {
+		if err := context.Cause(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("waiting for the placement cache: %w", err)
+		}
+		return fmt.Errorf("the placement cache did not sync with the API server within %s", timeout)
+	}
+	return nil
+}
