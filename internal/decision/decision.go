@@ -63,11 +63,12 @@ type Options struct {
 	// Pending, if set, holds pending pods described before their filter
 	// call (placement.Pending); filter describes the others itself.
 	Pending PendingViews
-	// Recall, if set, gives the labels a pending pod is decided with: its
-	// own, plus any it lacks that are remembered of its identity (the last
-	// known Redis role of a pod recreated under the same name, which its
-	// labels get only once redisroles has written them).
-	Recall func(pod *v1.Pod) placement.Labels
+	// Recall, if set, gives the labels a pending pod is decided with when
+	// they are not its own (ok): its own plus those it lacks that are
+	// remembered of its identity (the last known Redis role of a pod
+	// recreated under the same name, which its labels get only once
+	// redisroles has written them).
+	Recall func(pod *v1.Pod) (labels placement.Labels, ok bool)
 }
 
 // PendingViews gives what was worked out for a pending pod ahead of its
@@ -183,7 +184,9 @@ func (d *Decider) lookup(ctx context.Context, pod *v1.Pod, wait bool) (*subject,
 	}
 	s := &subject{policy: pol, pod: placement.PodFromObject(pod)}
 	if d.opts.Recall != nil {
-		s.pod.Labels = d.opts.Recall(pod)
+		if labels, ok := d.opts.Recall(pod); ok {
+			s.pod.Labels = labels
+		}
 	}
 	// The pending pod is not bound; its node (if the request carries a stale
 	// one) must not make it look placed.

@@ -32,6 +32,11 @@ const cleanupTimeout = time.Minute
 // test runs and nothing changes it afterwards; tests only use it.
 var stack *localstack.Stack
 
+// deployedArgs are regosched's flags as in deploy/ (--redis-roles), with
+// checks often enough for tests to wait on; the memory of Redis roles goes
+// to a namespace that exists here.
+var deployedArgs = []string{"--redis-roles", "--redis-roles-interval=1s", "--audit-interval=5s", "--leader-elect-namespace=default"}
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -71,11 +76,7 @@ func run(m *testing.M) int {
 	// A policy other than the embedded one, e.g. a deliberately broken
 	// copy, to check that the tests notice.
 	policy := os.Getenv("REGOSCHED_E2E_POLICY")
-	s, err := localstack.Start(ctx, localstack.Options{Nodes: stackNodes, PolicyPath: policy, Log: log, ExtenderArgs: []string{
-		// As deployed, with checks often enough for tests to wait on; the
-		// memory of Redis roles goes to a namespace that exists here.
-		"--redis-roles", "--redis-roles-interval=1s", "--audit-interval=5s", "--leader-elect-namespace=default",
-	}})
+	s, err := localstack.Start(ctx, localstack.Options{Nodes: stackNodes, PolicyPath: policy, Log: log, ExtenderArgs: deployedArgs})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the stack:", err)
 		return 1

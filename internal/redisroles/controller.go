@@ -421,28 +421,27 @@ func (c *Controller) succeeded(key string, log logrus.FieldLogger) {
 }
 
 // Recall gives pod's labels plus the live role labels remembered of its
-// identity when it has none yet: a filter call for a recreated pod then
-// decides with its last known role, even before recall has written it.
-func (c *Controller) Recall(pod *corev1.Pod) placement.Labels {
-	own := placement.NewLabels(pod.Labels)
+// identity, when it has none yet (ok): a filter call for a recreated pod
+// then decides with its last known role, even before recall has written it.
+func (c *Controller) Recall(pod *corev1.Pod) (placement.Labels, bool) {
 	pol := c.cfg.Policy()
 	if pol == nil {
-		return own
+		return placement.Labels{}, false
 	}
 	labels, ok := pol.LiveLabels()
 	if !ok {
-		return own
+		return placement.Labels{}, false
 	}
 	if _, has := pod.Labels[labels.Role]; has {
-		return own
+		return placement.Labels{}, false
 	}
 	owner := metav1.GetControllerOf(pod)
 	if owner == nil {
-		return own
+		return placement.Labels{}, false
 	}
 	r, ok := c.memory.get(pod.Namespace, pod.Name)
 	if !ok || r.Owner != owner.UID {
-		return own
+		return placement.Labels{}, false
 	}
 	m := maps.Clone(pod.Labels)
 	if m == nil {
@@ -452,5 +451,5 @@ func (c *Controller) Recall(pod *corev1.Pod) placement.Labels {
 	if r.Shard != "" {
 		m[labels.Shard] = r.Shard
 	}
-	return placement.NewLabels(m)
+	return placement.NewLabels(m), true
 }

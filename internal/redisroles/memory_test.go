@@ -77,7 +77,11 @@ func TestMemoryRecall(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, restarted.Recall(tt.pod).Map()); diff != "" {
+			got := tt.pod.Labels
+			if labels, ok := restarted.Recall(tt.pod); ok {
+				got = labels.Map()
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Recall() mismatch (-want +got):\n%s", diff)
 			}
 		})

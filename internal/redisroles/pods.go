@@ -35,8 +35,9 @@ type passwordRef struct {
 
 func (r passwordRef) empty() bool { return r.Value == "" && r.Secret == "" }
 
-// stripPod is the informer transform: a pod keeps only what infoOf reads,
-// so that watching every pod costs little memory.
+// stripPod is the informer transform: a pod keeps only what infoOf reads
+// (of its environment, only where REDIS_PASSWORD comes from), so that
+// watching every pod of a large cluster costs little memory.
 func stripPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -49,14 +50,30 @@ func stripPod(obj any) (any, error) {
 		},
 		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP},
 	}
+	secretFile := false
 	for _, c := range p.Spec.Containers {
-		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{
-			Name: c.Name, Ports: c.Ports, Env: c.Env, VolumeMounts: c.VolumeMounts,
-		})
+		kept := corev1.Container{Name: c.Name}
+		for _, port := range c.Ports {
+			if port.Name != "" {
+				kept.Ports = append(kept.Ports, corev1.ContainerPort{Name: port.Name, ContainerPort: port.ContainerPort})
+			}
+		}
+		for _, e := range c.Env {
+			if e.Name == "REDIS_PASSWORD" || e.Name == "REDIS_PASSWORD_FILE" {
+				kept.Env = append(kept.Env, e)
+				secretFile = secretFile || e.Name == "REDIS_PASSWORD_FILE"
+			}
+		}
+		if len(kept.Env) > 0 {
+			kept.VolumeMounts = c.VolumeMounts
+		}
+		out.Spec.Containers = append(out.Spec.Containers, kept)
 	}
-	for _, v := range p.Spec.Volumes {
-		if v.Secret != nil {
-			out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{Secret: v.Secret}})
+	if secretFile {
+		for _, v := range p.Spec.Volumes {
+			if v.Secret != nil {
+				out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{Secret: v.Secret}})
+			}
 		}
 	}
 	return out, nil
