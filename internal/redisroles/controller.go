@@ -389,11 +389,11 @@ func (c *Controller) password(ctx context.Context, info *podInfo) (string, error
 	}
 	s, err := c.cfg.Client.CoreV1().Secrets(info.Namespace).Get(ctx, ref.Secret, metav1.GetOptions{})
 	if err != nil {
-		return "", fmt.Errorf("Secret %s: %w", ref.Secret, err)
+		return "", fmt.Errorf("reading secret %s: %w", ref.Secret, err)
 	}
 	v, ok := s.Data[ref.SecretKey]
 	if !ok {
-		return "", fmt.Errorf("Secret %s has no key %q", ref.Secret, ref.SecretKey)
+		return "", fmt.Errorf("secret %s has no key %q", ref.Secret, ref.SecretKey)
 	}
 	return strings.TrimRight(string(v), "\r\n"), nil
 }

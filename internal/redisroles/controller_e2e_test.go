@@ -222,29 +222,30 @@ func TestControllerFailures(t *testing.T) {
 	})
 }
 
-// lowestSlots maps each master's port to "slot-<the lowest slot it serves>".
+// lowestSlots maps each master's port to "slot-<the lowest slot it serves>",
+// read with CLUSTER SHARDS (not the CLUSTER NODES the controller parses).
 func lowestSlots(t *testing.T, ctx context.Context, port int) map[int]string {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), Protocol: 2})
 	defer func() { _ = c.Close() }()
-	ranges, err := c.ClusterSlots(ctx).Result()
+	shards, err := c.ClusterShards(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	lowest := map[int]int{}
-	for _, r := range ranges {
-		_, p, err := net.SplitHostPort(r.Nodes[0].Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		master, _ := strconv.Atoi(p)
-		if l, ok := lowest[master]; !ok || r.Start < l {
-			lowest[master] = r.Start
-		}
-	}
 	out := map[int]string{}
-	for master, l := range lowest {
-		out[master] = "slot-" + strconv.Itoa(l)
+	for _, s := range shards {
+		if len(s.Slots) == 0 {
+			continue
+		}
+		lowest := s.Slots[0].Start
+		for _, r := range s.Slots {
+			lowest = min(lowest, r.Start)
+		}
+		for _, n := range s.Nodes {
+			if n.Role == "master" {
+				out[int(n.Port)] = "slot-" + strconv.FormatInt(lowest, 10)
+			}
+		}
 	}
 	return out
 }
