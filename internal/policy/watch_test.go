@@ -122,3 +122,52 @@ func TestWatcherSwapsGoodBundlesOnly(t *testing.T) {
 		t.Errorf("reloads{success} = %v, want 2", got)
 	}
 }
+
+// Data that breaks the schema (a misspelt key) is refused on the same path
+// as a broken module: the active policy stays and the status names the key.
+func TestWatcherRefusesInvalidData(t *testing.T) {
+	dir := copyBundle(t)
+	setRevision(t, dir, "v1")
+	loadedFP, err := Fingerprint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := Compile(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	active, err := NewActive(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	active.Store(first)
+	log, _ := logtest.NewNullLogger()
+	w := &Watcher{Path: dir, Interval: 20 * time.Millisecond, Active: active, Log: log, Loaded: loadedFP,
+		Activate: func(context.Context, *Policy) {}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+
+	dataFile := filepath.Join(dir, "regosched", "config", "data.json")
+	raw, err := os.ReadFile(dataFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dataFile, []byte(strings.Replace(string(raw), `"zone_label"`, `"zone_lable"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	setRevision(t, dir, "v2")
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 20*time.Second, true,
+		func(context.Context) (bool, error) { return active.Status().LastError != "", nil })
+	if err != nil {
+		t.Fatal("the invalid data was never reported")
+	}
+	st := active.Status()
+	if st.Revision != "v1" || !strings.Contains(st.LastError, "Additional property zone_lable is not allowed") {
+		t.Errorf("Status() = %+v, want revision v1 and an error naming zone_lable", st)
+	}
+}
