@@ -3,6 +3,7 @@ package localredis
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -53,6 +54,9 @@ type Node struct {
 func StartCluster(ctx context.Context, opts Options, masters, replicasPerMaster int) (_ *Cluster, err error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
+	}
+	if opts.TLS != nil {
+		return nil, errors.New("localredis: TLS is for StartReplication only (redis-cli --cluster create would need it too)")
 	}
 	if masters < 3 || replicasPerMaster < 0 {
 		return nil, fmt.Errorf("localredis: a cluster needs at least 3 masters and no negative replica count, got %d masters, %d replicas per master",

@@ -18,6 +18,7 @@ package localredis
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -49,8 +50,19 @@ type Options struct {
 	// Password, when set, becomes requirepass and masterauth of every
 	// server, so tests can exercise authenticated clients and replication.
 	Password string
+	// TLS, when set, makes every server listen with TLS only (replication
+	// too), for tests of clients that talk TLS; StartReplication only.
+	TLS *TLS
 	// Log receives progress and child process events; nil discards them.
 	Log logrus.FieldLogger
+}
+
+// TLS is the servers' side of TLS: their certificate and key, and the CA
+// that signs the client certificates they require (Redis's default,
+// tls-auth-clients yes). Client is how the harness itself connects.
+type TLS struct {
+	CertFile, KeyFile, CAFile string
+	Client                    *tls.Config
 }
 
 const (
@@ -115,6 +127,14 @@ func (o *Options) validate() error {
 	return nil
 }
 
+// tlsClient is how the harness connects: nil without TLS.
+func (o *Options) tlsClient() *tls.Config {
+	if o.TLS == nil {
+		return nil
+	}
+	return o.TLS.Client
+}
+
 // addr is where a server on port listens.
 func addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
@@ -123,9 +143,15 @@ func addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(p
 // SETINFO, and the replies read here are the same in both protocols. No
 // retries either: the polls retry.
 func newClient(port int, password string) *redis.Client {
+	return newTLSClient(port, password, nil)
+}
+
+// newTLSClient is newClient over TLS when tlsConfig is set.
+func newTLSClient(port int, password string, tlsConfig *tls.Config) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr:            addr(port),
 		Password:        password,
+		TLSConfig:       tlsConfig,
 		Protocol:        2,
 		DisableIdentity: true,
 		DialTimeout:     commandTimeout,
@@ -170,10 +196,15 @@ func quoteConf(s string) string {
 // serverConfig is the redis.conf of a server on port. Settings live in a
 // file rather than on the command line so that the password stays out of
 // ps and a failed run can be replayed with `redis-server DIR/redis.conf`.
-func serverConfig(dir string, port int, password string, cluster bool, replicaOf int) string {
-	lines := []string{
-		"bind 127.0.0.1",
-		"port " + strconv.Itoa(port),
+func serverConfig(dir string, port int, password string, cluster bool, replicaOf int, t *TLS) string {
+	listen := []string{"port " + strconv.Itoa(port)}
+	if t != nil {
+		listen = []string{"port 0", "tls-port " + strconv.Itoa(port),
+			"tls-cert-file " + quoteConf(t.CertFile), "tls-key-file " + quoteConf(t.KeyFile),
+			"tls-ca-cert-file " + quoteConf(t.CAFile), "tls-replication yes"}
+	}
+	lines := append([]string{"bind 127.0.0.1"}, listen...)
+	lines = append(lines, []string{
 		// In the foreground, so that the server is our child and dies with us.
 		"daemonize no",
 		// To stdout, which the harness sends to redis.log.
@@ -185,7 +216,7 @@ func serverConfig(dir string, port int, password string, cluster bool, replicaOf
 		// The default 5 s delay, meant to batch replicas into one diskless
 		// transfer, would dominate every start and every resync here.
 		"repl-diskless-sync-delay 0",
-	}
+	}...)
 	if password != "" {
 		lines = append(lines, "requirepass "+quoteConf(password), "masterauth "+quoteConf(password))
 	}
@@ -223,7 +254,7 @@ func startServer(ctx context.Context, o *Options, log logrus.FieldLogger, name s
 		if err != nil {
 			return nil, fmt.Errorf("starting %s: %w", name, err)
 		}
-		conf := serverConfig(dir, port, o.Password, cluster, replicaOf)
+		conf := serverConfig(dir, port, o.Password, cluster, replicaOf, o.TLS)
 		if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 			return nil, fmt.Errorf("starting %s: %w", name, err)
 		}
@@ -233,7 +264,7 @@ func startServer(ctx context.Context, o *Options, log logrus.FieldLogger, name s
 		if err != nil {
 			return nil, err
 		}
-		s := &server{name: name, port: port, proc: proc, client: newClient(port, o.Password)}
+		s := &server{name: name, port: port, proc: proc, client: newTLSClient(port, o.Password, o.tlsClient())}
 		err = s.waitReady(ctx, log)
 		if err == nil {
 			return s, nil

@@ -4,7 +4,16 @@ package redisroles
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -262,4 +271,102 @@ func freePort(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return port
+}
+
+// writeCerts writes a CA and a certificate it signs for 127.0.0.1, good for
+// both ends of TLS (Redis asks its clients for a certificate by default).
+func writeCerts(t *testing.T, dir string) (caFile, certFile, keyFile string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "redis"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, typ string, der []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	return write("ca.pem", "CERTIFICATE", caDER), write("cert.pem", "CERTIFICATE", leafDER), write("key.pem", "EC PRIVATE KEY", keyDER)
+}
+
+// TLS to Redis: verified against the CA, with a client certificate; the
+// same servers refuse a client without one, and the labels stay.
+func TestControllerOverTLS(t *testing.T) {
+	ctx := t.Context()
+	caFile, certFile, keyFile := writeCerts(t, t.TempDir())
+	clientTLS, err := TLSConfig(caFile, certFile, keyFile, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repl, err := localredis.StartReplication(ctx, localredis.Options{Dir: t.TempDir(),
+		TLS: &localredis.TLS{CertFile: certFile, KeyFile: keyFile, CAFile: caFile, Client: clientTLS}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer repl.Stop()
+	ports := repl.Ports()
+	client := fake.NewClientset()
+	for name, port := range map[string]int{"master": ports[0], "replica": ports[1]} {
+		if _, err := client.CoreV1().Pods("shop").Create(ctx, redisPod(name, port), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startController(t, client, Config{TLS: clientTLS})
+	waitLabels(t, ctx, client, map[string]string{"master": "master/", "replica": "replica/"})
+
+	// Without a client certificate the handshake fails: counted, no guess.
+	other := fake.NewClientset()
+	if _, err := other.CoreV1().Pods("shop").Create(ctx, redisPod("master", ports[0]), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	noCert, err := TLSConfig(caFile, "", "", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, reg := startController(t, other, Config{TLS: noCert})
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			return false, err
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "regosched_redis_role_errors_total" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatal("a refused TLS handshake was never counted")
+	}
+	waitLabels(t, ctx, other, map[string]string{"master": "/"})
 }
