@@ -2,12 +2,10 @@ package audit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/sirupsen/logrus"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/regosched/regosched/internal/placement"
@@ -47,7 +45,7 @@ func Once(ctx context.Context, opts OnceOptions) (Report, error) {
 	cache.Start(ctx)
 	// The informers stop only once ctx is cancelled: cancel, then wait.
 	defer func() { cancel(); cache.Shutdown() }()
-	if err := waitForSync(ctx, opts.Client, cache, opts.SyncTimeout); err != nil {
+	if err := cache.SyncWithin(ctx, opts.Client, opts.SyncTimeout); err != nil {
 		return Report{}, err
 	}
 	a, err := New(Config{Cache: cache, Policies: current, Log: opts.Log.WithField("component", "audit")})
@@ -55,26 +53,4 @@ func Once(ctx context.Context, opts OnceOptions) (Report, error) {
 		return Report{}, err
 	}
 	return a.Run(ctx)
-}
-
-// waitForSync fails fast and clearly when the API server is unreachable or
-// refuses to list pods or nodes (informers would only retry in silence),
-// then waits for the cache's initial lists.
-func waitForSync(ctx context.Context, client kubernetes.Interface, cache *placement.Cache, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	one := metav1.ListOptions{Limit: 1}
-	if _, err := client.CoreV1().Nodes().List(ctx, one); err != nil {
-		return fmt.Errorf("listing nodes from the API server: %w", err)
-	}
-	if _, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, one); err != nil {
-		return fmt.Errorf("listing pods from the API server: %w", err)
-	}
-	if !cache.WaitForSync(ctx) {
-		if err := context.Cause(ctx); !errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("waiting for the placement cache: %w", err)
-		}
-		return fmt.Errorf("the placement cache did not sync with the API server within %s", timeout)
-	}
-	return nil
 }

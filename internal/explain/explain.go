@@ -12,7 +12,6 @@ package explain
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"slices"
@@ -138,7 +137,7 @@ func Explain(ctx context.Context, pod *corev1.Pod, opts Options) (*Report, error
 	cache.Start(ctx)
 	// The informers stop only once ctx is cancelled: cancel, then wait.
 	defer func() { cancel(); cache.Shutdown() }()
-	if err := waitForSync(ctx, opts.Client, cache, opts.SyncTimeout); err != nil {
+	if err := cache.SyncWithin(ctx, opts.Client, opts.SyncTimeout); err != nil {
 		return nil, err
 	}
 
@@ -222,28 +221,6 @@ func compareNodes(a, b NodeResult) int {
 		return cmp.Compare(*b.Score, *a.Score)
 	}
 	return strings.Compare(a.Node, b.Node)
-}
-
-// waitForSync fails fast and clearly when the API server is unreachable or
-// refuses to list pods or nodes (informers would only retry in silence),
-// then waits for the cache's initial lists.
-func waitForSync(ctx context.Context, client kubernetes.Interface, cache *placement.Cache, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	one := metav1.ListOptions{Limit: 1}
-	if _, err := client.CoreV1().Nodes().List(ctx, one); err != nil {
-		return fmt.Errorf("listing nodes from the API server: %w", err)
-	}
-	if _, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, one); err != nil {
-		return fmt.Errorf("listing pods from the API server: %w", err)
-	}
-	if !cache.WaitForSync(ctx) {
-		if err := context.Cause(ctx); !errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("waiting for the placement cache: %w", err)
-		}
-		return fmt.Errorf("the placement cache did not sync with the API server within %s", timeout)
-	}
-	return nil
 }
 
 // adoptBoundSelf returns the node of a bound pod that is the pod itself:

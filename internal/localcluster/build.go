@@ -160,7 +160,7 @@ func goBuild(ctx context.Context, log logrus.FieldLogger, dir string, args ...st
 	// A go.work above the checkout must not pull the tool modules into the
 	// project's build list.
 	cmd.Env = append(os.Environ(), "GOWORK=off")
-	cmd.SysProcAttr = childSysProcAttr()
+	cmd.SysProcAttr = ChildSysProcAttr()
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out

@@ -193,7 +193,7 @@ func (c *Cluster) Processes() []*Process {
 // output. The error includes standard error.
 func (c *Cluster) Kubectl(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, c.bins.Kubectl, append([]string{"--kubeconfig", c.kubeconfigPath}, args...)...)
-	cmd.SysProcAttr = childSysProcAttr()
+	cmd.SysProcAttr = ChildSysProcAttr()
 	out, err := cmd.Output()
 	if err != nil {
 		var exitErr *exec.ExitError

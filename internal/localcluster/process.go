@@ -33,19 +33,25 @@ type Process struct {
 	stopOnce sync.Once
 }
 
-// childSysProcAttr puts a child in its own process group, so that Stop can
+// ChildSysProcAttr puts a child in its own process group, so that Stop can
 // signal everything it spawned, and asks the kernel to kill it if this
 // process dies first, so that a crashed or killed test leaves nothing behind.
-func childSysProcAttr() *syscall.SysProcAttr {
+func ChildSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
 // startProcess starts path with args in dir, appending its output to
 // dir/name.log. The process outlives no context: only Stop ends it.
 func startProcess(log logrus.FieldLogger, dir, name, path string, args ...string) (*Process, error) {
-	logPath := filepath.Join(dir, name+".log")
-	// Append, so that restarting a component under the same name keeps the
-	// earlier run's output for post-mortems.
+	return StartChild(log, dir, name, filepath.Join(dir, name+".log"), path, args...)
+}
+
+// StartChild starts path with args in dir as a child of this process, in its
+// own process group and killed with it, appending its output to logPath
+// (so that a restart under the same name keeps the earlier run's output for
+// post-mortems). Only Stop or Kill ends it; other harnesses (localredis) use
+// it for their servers.
+func StartChild(log logrus.FieldLogger, dir, name, logPath, path string, args ...string) (*Process, error) {
 	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: opening log: %w", name, err)
@@ -57,7 +63,7 @@ func startProcess(log logrus.FieldLogger, dir, name, path string, args ...string
 	cmd.Dir = dir
 	cmd.Stdout = out
 	cmd.Stderr = out
-	cmd.SysProcAttr = childSysProcAttr()
+	cmd.SysProcAttr = ChildSysProcAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
@@ -96,19 +102,51 @@ func (p *Process) Err() error {
 // Stop sends SIGTERM to the process group, then SIGKILL if the process has
 // not exited after a grace period, and returns once it has been reaped.
 // It is safe to call more than once and after the process exited by itself.
-func (p *Process) Stop() {
+func (p *Process) Stop() { p.stop(stopGrace) }
+
+// Kill is Stop without the grace period, for children that persist nothing
+// and would only delay the end (a Redis master waits for its replicas on
+// SIGTERM).
+func (p *Process) Kill() { p.stop(0) }
+
+// Exited reports whether the process has exited and been reaped.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// LogTail returns the last n lines of the process's log.
+func (p *Process) LogTail(n int) string {
+	b, _ := os.ReadFile(p.LogPath)
+	return lastLines(string(b), n)
+}
+
+// ExitError describes a process that exited while it was expected to run,
+// with the end of its log, which usually says why.
+func (p *Process) ExitError() error { return p.exitError() }
+
+func (p *Process) stop(grace time.Duration) {
 	p.stopOnce.Do(func() {
 		pgid := p.PID()
 		select {
 		case <-p.done:
 		default:
+			if grace == 0 {
+				p.signalGroup(pgid, syscall.SIGKILL)
+				<-p.done
+				break
+			}
 			p.signalGroup(pgid, syscall.SIGTERM)
-			timer := time.NewTimer(stopGrace)
+			timer := time.NewTimer(grace)
 			defer timer.Stop()
 			select {
 			case <-p.done:
 			case <-timer.C:
-				p.log.Warnf("still running %s after SIGTERM; sending SIGKILL", stopGrace)
+				p.log.Warnf("still running %s after SIGTERM; sending SIGKILL", grace)
 				p.signalGroup(pgid, syscall.SIGKILL)
 				<-p.done
 			}

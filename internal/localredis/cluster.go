@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/regosched/regosched/internal/localcluster"
 )
 
 const (
@@ -147,7 +149,7 @@ func (c *Cluster) create(ctx context.Context, cli string, opts Options, replicas
 	}
 	cmd := exec.CommandContext(runCtx, path, argv...)
 	cmd.Dir = opts.Dir
-	cmd.SysProcAttr = childSysProcAttr()
+	cmd.SysProcAttr = localcluster.ChildSysProcAttr()
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	// REDISCLI_AUTH rather than -a, which makes redis-cli warn about

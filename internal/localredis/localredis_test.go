@@ -56,8 +56,8 @@ func processesUnder(t *testing.T, dir string) []string {
 func checkStopped(t *testing.T, g group, dir string) {
 	t.Helper()
 	for _, s := range g {
-		if err := syscall.Kill(s.proc.cmd.Process.Pid, 0); !errors.Is(err, syscall.ESRCH) {
-			t.Errorf("after Stop, signal 0 to %s (pid %d) = %v, want ESRCH", s.name, s.proc.cmd.Process.Pid, err)
+		if err := syscall.Kill(s.proc.PID(), 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("after Stop, signal 0 to %s (pid %d) = %v, want ESRCH", s.name, s.proc.PID(), err)
 		}
 	}
 	if pids := processesUnder(t, dir); len(pids) > 0 {
@@ -71,7 +71,7 @@ func dumpLogsOnFailure(t *testing.T, g *group) {
 			return
 		}
 		for _, s := range *g {
-			t.Logf("end of %s:\n%s", s.proc.logPath, s.proc.logTail(30))
+			t.Logf("end of %s:\n%s", s.proc.LogPath, s.proc.LogTail(30))
 		}
 	})
 }

@@ -33,6 +33,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
+
+	"github.com/regosched/regosched/internal/localcluster"
 )
 
 // Roles as ROLE names them.
@@ -100,7 +102,7 @@ const (
 type server struct {
 	name   string
 	port   int
-	proc   *process
+	proc   *localcluster.Process
 	client *redis.Client
 	// id is the cluster node id; empty outside cluster mode.
 	id string
@@ -260,7 +262,7 @@ func startServer(ctx context.Context, o *Options, log logrus.FieldLogger, name s
 		}
 		// A failed attempt may have left a nodes.conf naming the old port.
 		_ = os.Remove(filepath.Join(dir, "nodes.conf"))
-		proc, err := startProcess(log.WithField("port", port), name, dir, filepath.Join(dir, "redis.log"), bin, confPath)
+		proc, err := localcluster.StartChild(log.WithField("port", port), dir, name, filepath.Join(dir, "redis.log"), bin, confPath)
 		if err != nil {
 			return nil, err
 		}
@@ -270,7 +272,7 @@ func startServer(ctx context.Context, o *Options, log logrus.FieldLogger, name s
 			return s, nil
 		}
 		s.stop()
-		if attempt < startAttempts && strings.Contains(proc.logTail(20), "Address already in use") {
+		if attempt < startAttempts && strings.Contains(proc.LogTail(20), "Address already in use") {
 			log.WithField("port", port).Warnf("%s: port taken before the server bound it; trying other ports", name)
 			continue
 		}
@@ -284,8 +286,8 @@ func (s *server) waitReady(ctx context.Context, log logrus.FieldLogger) error {
 	var dialer net.Dialer
 	return poll(ctx, log, readyTimeout, readyPollInterval, fmt.Sprintf("%s on port %d to answer PING with PONG", s.name, s.port),
 		func(ctx context.Context) (string, bool, error) {
-			if s.proc.exited() {
-				return "", false, s.proc.exitError()
+			if s.proc.Exited() {
+				return "", false, s.proc.ExitError()
 			}
 			conn, err := dialer.DialContext(ctx, "tcp", addr(s.port))
 			if err != nil {
@@ -302,7 +304,7 @@ func (s *server) waitReady(ctx context.Context, log logrus.FieldLogger) error {
 
 // stop kills the server and closes its client.
 func (s *server) stop() {
-	s.proc.kill()
+	s.proc.Kill()
 	_ = s.client.Close()
 }
 
@@ -415,8 +417,8 @@ func (g group) ports() []int {
 // dead returns the exit error of the first server that exited, if any.
 func (g group) dead() error {
 	for _, s := range g {
-		if s.proc.exited() {
-			return s.proc.exitError()
+		if s.proc.Exited() {
+			return s.proc.ExitError()
 		}
 	}
 	return nil

@@ -49,11 +49,14 @@ func setRevision(t *testing.T, dir, rev string) {
 	}
 }
 
-func TestWatcherSwapsGoodBundlesOnly(t *testing.T) {
+// watchCopy runs a Watcher over a copy of the default policy at revision
+// v1, active; it returns the copy, the Active and the revisions activated.
+func watchCopy(t *testing.T) (string, *Active, <-chan string) {
+	t.Helper()
 	dir := copyBundle(t)
 	setRevision(t, dir, "v1")
-	// Taken before loading, as serve does: Run may start only after the
-	// change to v2 below, which must still count as a change.
+	// Taken before loading, as serve does: Run may start only after a
+	// change, which must still count as a change.
 	loadedFP, err := Fingerprint(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -66,8 +69,7 @@ func TestWatcherSwapsGoodBundlesOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
-	active, err := NewActive(reg)
+	active, err := NewActive(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +79,14 @@ func TestWatcherSwapsGoodBundlesOnly(t *testing.T) {
 	w := &Watcher{Path: dir, Interval: 20 * time.Millisecond, Active: active, Log: log, Loaded: loadedFP,
 		Activate: func(_ context.Context, p *Policy) { activated <- p.Revision() }}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	go w.Run(ctx)
+	return dir, active, activated
+}
+
+func TestWatcherSwapsGoodBundlesOnly(t *testing.T) {
+	dir, active, activated := watchCopy(t)
+	ctx := t.Context()
 
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
@@ -126,31 +134,8 @@ func TestWatcherSwapsGoodBundlesOnly(t *testing.T) {
 // Data that breaks the schema (a misspelt key) is refused on the same path
 // as a broken module: the active policy stays and the status names the key.
 func TestWatcherRefusesInvalidData(t *testing.T) {
-	dir := copyBundle(t)
-	setRevision(t, dir, "v1")
-	loadedFP, err := Fingerprint(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := Compile(context.Background(), b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	active, err := NewActive(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	active.Store(first)
-	log, _ := logtest.NewNullLogger()
-	w := &Watcher{Path: dir, Interval: 20 * time.Millisecond, Active: active, Log: log, Loaded: loadedFP,
-		Activate: func(context.Context, *Policy) {}}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go w.Run(ctx)
+	dir, active, _ := watchCopy(t)
+	ctx := t.Context()
 
 	dataFile := filepath.Join(dir, "regosched", "config", "data.json")
 	raw, err := os.ReadFile(dataFile)
