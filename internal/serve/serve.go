@@ -333,7 +333,6 @@ func Run(ctx context.Context, opts Options) error {
 
 	var lost <-chan struct{}
 	if elector != nil {
-
 		lost = elector.Lost()
 		go elector.Run(ctx)
 	}
