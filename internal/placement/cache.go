@@ -238,7 +238,12 @@ func (c *Cache) RegisterMetrics(reg prometheus.Registerer) error {
 func (c *Cache) removeLocked(p *podRecord) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.unindexLocked(podKey(p.namespace, p.name))
+	// A late delete of an earlier incarnation (same name, another UID) must
+	// not take out the one indexed now, e.g. assumed by the bind verb.
+	name := podKey(p.namespace, p.name)
+	if e, ok := c.byName[name]; ok && e.pod.UID == p.uid {
+		c.unindexLocked(name)
+	}
 	// A pod deleted in flight will never land: stop waiting for it.
 	c.landedLocked(p.uid)
 }
