@@ -14,6 +14,11 @@ import (
 // objects is left to the garbage collector.
 const maxPooledBody = 4 << 20
 
+// maxPrealloc bounds what is allocated ahead of the bytes arriving: a
+// Content-Length is the caller's claim, and idle connections each claiming
+// the body limit must not each cost that much heap.
+const maxPrealloc = 1 << 20
+
 // bodyBuffers recycles the buffers request bodies are read into. Reading a
 // body whole with io.ReadAll grows a fresh buffer by doubling, a third of
 // the bytes a filter call allocated; a recycled buffer of the right size
@@ -37,8 +42,9 @@ func decode[A any](b *bodyBuffers, body io.Reader, size, limit int64, decode fun
 		}
 	}()
 	if size > 0 && size <= limit {
-		// One allocation at most; ReadFrom wants MinRead bytes free to see EOF.
-		buf.Grow(int(size) + bytes.MinRead)
+		// One allocation at most for a body of up to maxPrealloc; ReadFrom
+		// wants MinRead bytes free to see EOF. Larger bodies grow as they come.
+		buf.Grow(int(min(size, maxPrealloc)) + bytes.MinRead)
 	}
 	if _, err := buf.ReadFrom(body); err != nil {
 		if errors.As(err, new(*http.MaxBytesError)) {

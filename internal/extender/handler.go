@@ -29,6 +29,12 @@ import (
 // holds a few thousand of them.
 const DefaultMaxBodyBytes = 32 << 20
 
+// DefaultMaxConcurrent bounds the verb requests served at once: the
+// scheduler makes one filter or prioritize call at a time and binds in a
+// few goroutines; more than this is a flood, whose bodies must not all be
+// in memory together.
+const DefaultMaxConcurrent = 16
+
 // Decider answers the extender verbs.
 type Decider interface {
 	Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error)
@@ -46,7 +52,10 @@ type Config struct {
 	URLPrefix string
 	// MaxBodyBytes bounds request bodies; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
-	Decider      Decider
+	// MaxConcurrent bounds the verb requests served at once (others wait
+	// for a slot while their caller waits); 0 means DefaultMaxConcurrent.
+	MaxConcurrent int
+	Decider       Decider
 	// Ready returns nil when decisions can be trusted (caches synced, a
 	// policy active), else why not.
 	Ready func() error
@@ -63,6 +72,7 @@ type Config struct {
 
 type handler struct {
 	cfg    Config
+	slots  chan struct{} // one per verb request being served
 	bodies bodyBuffers
 	// priorities recycles the lists prioritize answers.
 	priorities recycled[extenderv1.HostPriority]
@@ -76,11 +86,15 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = DefaultMaxConcurrent
+	}
 	h := &handler{
-		cfg: cfg,
+		cfg:   cfg,
+		slots: make(chan struct{}, cfg.MaxConcurrent),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regosched_requests_total",
-			Help: "Extender requests by verb and outcome (ok, bad_request, too_large, not_ready, error).",
+			Help: "Extender requests by verb and outcome (ok, bad_request, too_large, not_ready, error; busy: the caller left while every slot was taken).",
 		}, []string{"verb", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "regosched_request_duration_seconds",
@@ -128,6 +142,14 @@ type outcome struct {
 func verb[A any](h *handler, name string, decodeBody func([]byte) (*A, error), answer func(context.Context, *A) outcome, release func(*A)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		select {
+		case h.slots <- struct{}{}:
+			defer func() { <-h.slots }()
+		case <-r.Context().Done():
+			// The caller gave up waiting for a slot: nobody reads an answer.
+			h.requests.WithLabelValues(name, "busy").Inc()
+			return
+		}
 		var out outcome
 		args, err := decode(&h.bodies, http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes), r.ContentLength, h.cfg.MaxBodyBytes, decodeBody)
 		notReady := h.cfg.Ready()
