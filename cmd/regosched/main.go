@@ -21,6 +21,7 @@ import (
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/audit"
 	"github.com/regosched/regosched/internal/extender"
+	"github.com/regosched/regosched/internal/policy"
 	"github.com/regosched/regosched/internal/serve"
 )
 
@@ -84,6 +85,8 @@ func runServe(args []string) error {
 	fs.DurationVar(&opts.Bundles.LongPollingTimeout, "policy-long-polling-timeout", 0, "http(s) --policy: ask the server to hold each poll open until the bundle changes, at most this long, if it supports long polling (0: off)")
 	fs.DurationVar(&opts.Bundles.StartTimeout, "policy-start-timeout", 30*time.Second, "http(s) --policy: how long to retry an unreachable bundle server at start before exiting; regosched never serves without a policy")
 	fs.StringVar(&opts.Bundles.BearerTokenFile, "policy-bearer-token-file", "", "http(s) --policy: send the token in this file (read at every request) as Authorization: Bearer")
+	fs.BoolVar(&opts.Bundles.Insecure, "policy-insecure", false, "allow an http:// --policy with --policy-bearer-token-file or without --policy-verification-key (refused by default: anyone on the path could read the token or replace the unsigned bundle)")
+	fs.Int64Var(&opts.Bundles.MaxBytes, "policy-max-bytes", policy.DefaultBundleSizeLimit, "largest file a policy bundle may hold, and largest bundle download, in bytes; bigger ones are refused before they are read into memory")
 	fs.StringVar(&opts.Bundles.VerificationKey, "policy-verification-key", "", "require signed bundles: PEM file of the public key (RSA, ECDSA), or the secret for HS256/384/512; unsigned or tampered bundles are refused")
 	fs.StringVar(&opts.Bundles.VerificationKeyID, "policy-verification-key-id", "default", "key id of --policy-verification-key (the keyid the bundle was signed with)")
 	fs.StringVar(&opts.Bundles.SigningAlg, "policy-signing-alg", "RS256", "signature algorithm of --policy-verification-key")

@@ -31,7 +31,16 @@ type Options struct {
 	// RunTests runs the bundle's own *_test.rego tests before activating it;
 	// a failing or erroring test rejects the bundle like a compile error.
 	RunTests bool
+	// SizeLimitBytes caps each file of a bundle, and a downloaded bundle's
+	// compressed size, so that a tarball whose header claims a huge file is
+	// refused before anything is allocated for it; 0 means
+	// DefaultBundleSizeLimit.
+	SizeLimitBytes int64
 }
+
+// DefaultBundleSizeLimit is the default of Options.SizeLimitBytes: far above
+// any real policy, far below what would take the node's memory.
+const DefaultBundleSizeLimit int64 = 64 << 20
 
 // NewVerification builds the check of signed bundles the way OPA's
 // --verification-key, --verification-key-id, --signing-alg and --scope flags
@@ -89,9 +98,25 @@ func (o Options) LoadFS(fsys fs.FS, name string) (*bundle.Bundle, error) {
 	return o.read(loader, name)
 }
 
+// sizeLimit is SizeLimitBytes, or its default.
+func (o Options) sizeLimit() int64 {
+	if o.SizeLimitBytes > 0 {
+		return o.SizeLimitBytes
+	}
+	return DefaultBundleSizeLimit
+}
+
 func (o Options) read(loader bundle.DirectoryLoader, name string) (*bundle.Bundle, error) {
 	// Every file is read, tests too: a signature covers them all.
-	b, err := bundle.NewCustomReader(loader).WithBundleVerificationConfig(o.Verification).Read()
+	return readLimited(loader, name, o.sizeLimit(), o.Verification)
+}
+
+// readLimited reads a bundle with every file capped at limit bytes: the
+// loader refuses a file by its size (on disk, or as a tar header claims it)
+// before allocating for it, the reader whatever the loader let through.
+func readLimited(loader bundle.DirectoryLoader, name string, limit int64, vc *bundle.VerificationConfig) (*bundle.Bundle, error) {
+	b, err := bundle.NewCustomReader(loader.WithSizeLimitBytes(limit)).
+		WithSizeLimitBytes(limit).WithBundleVerificationConfig(vc).Read()
 	if err != nil {
 		return nil, fmt.Errorf("reading policy bundle %s: %w", name, err)
 	}

@@ -42,11 +42,7 @@ func LoadFS(fsys fs.FS, name string) (*bundle.Bundle, error) {
 }
 
 func read(loader bundle.DirectoryLoader, name string) (*bundle.Bundle, error) {
-	b, err := bundle.NewCustomReader(loader).Read()
-	if err != nil {
-		return nil, fmt.Errorf("reading policy bundle %s: %w", name, err)
-	}
-	return &b, nil
+	return readLimited(loader, name, DefaultBundleSizeLimit, nil)
 }
 
 func skipTests(abspath string, info fs.FileInfo, _ int) bool {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -42,8 +43,12 @@ type Remote struct {
 	// BearerTokenFile, when set, is read at every request and sent as
 	// "Authorization: Bearer <token>".
 	BearerTokenFile string
-	Options         Options
-	Active          *Active
+	// Insecure allows a plain http:// URL with a bearer token or without a
+	// verification key: anyone on the path could then read the token or
+	// replace the bundle.
+	Insecure bool
+	Options  Options
+	Active   *Active
 	// Activate is called with each new policy after it is stored.
 	Activate func(context.Context, *Policy)
 	Log      logrus.FieldLogger
@@ -195,6 +200,16 @@ func (r *Remote) init() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("policy bundle URL %q: want http(s)://host/path", r.URL)
 	}
+	if u.Scheme == "http" && !r.Insecure {
+		// Over plain http a man in the middle reads the token, or swaps an
+		// unsigned bundle for its own.
+		switch {
+		case r.BearerTokenFile != "":
+			return fmt.Errorf("policy bundle URL %q: plain http would send the bearer token in clear text: use https, or --policy-insecure to allow it", r.URL)
+		case r.Options.Verification == nil:
+			return fmt.Errorf("policy bundle URL %q: plain http lets anyone on the path replace an unsigned bundle: use https or --policy-verification-key, or --policy-insecure to allow it", r.URL)
+		}
+	}
 	if r.MinDelay < time.Second || r.MaxDelay < r.MinDelay {
 		return fmt.Errorf("policy polling delays: want 1s <= min (%s) <= max (%s)", r.MinDelay, r.MaxDelay)
 	}
@@ -202,15 +217,24 @@ func (r *Remote) init() error {
 		return fmt.Errorf("policy long polling timeout %s: want 0 (off) or more", r.LongPollingTimeout)
 	}
 	// The service is the server; the bundle's path (and query) is asked of it.
-	cfg := map[string]any{"url": u.Scheme + "://" + u.Host}
+	// The plugin wraps the client OPA would build (plain, or sending the
+	// bearer token) to bound every response body.
+	creds := map[string]any{"plugin": limitPluginName}
 	if r.BearerTokenFile != "" {
-		cfg["credentials"] = map[string]any{"bearer": map[string]any{"token_path": r.BearerTokenFile}}
+		creds["bearer"] = map[string]any{"token_path": r.BearerTokenFile}
 	}
-	raw, err := json.Marshal(cfg)
+	raw, err := json.Marshal(map[string]any{"url": u.Scheme + "://" + u.Host, "credentials": creds})
 	if err != nil {
 		return fmt.Errorf("bundle server client: %w", err)
 	}
-	r.client, err = rest.New(raw, nil, rest.Logger(opaLogger{log: r.Log}))
+	limit := r.Options.sizeLimit()
+	lookup := func(name string) rest.HTTPAuthPlugin {
+		if name != limitPluginName {
+			return nil
+		}
+		return &limitPlugin{limit: limit}
+	}
+	r.client, err = rest.New(raw, nil, rest.Logger(opaLogger{log: r.Log}), rest.AuthPluginLookup(lookup))
 	if err != nil {
 		return fmt.Errorf("bundle server client: %w", err)
 	}
@@ -227,7 +251,75 @@ func (r *Remote) downloader(trigger plugins.TriggerMode) *download.Downloader {
 	}
 	// Checked in init: cannot fail here.
 	_ = cfg.ValidateAndInjectDefaults()
-	return download.New(cfg, r.client, r.path).WithBundleVerificationConfig(r.Options.Verification)
+	return download.New(cfg, r.client, r.path).WithBundleVerificationConfig(r.Options.Verification).
+		WithSizeLimitBytes(r.Options.sizeLimit())
+}
+
+const limitPluginName = "regosched-size-limit"
+
+// limitPlugin is the REST client's auth plugin: it builds the client OPA's
+// own plugin for the configuration would (none, or bearer), with every
+// response body bounded, since a gzip body is otherwise read to its end
+// however long it is.
+type limitPlugin struct {
+	limit int64
+	inner rest.HTTPAuthPlugin
+}
+
+func (p *limitPlugin) NewClient(c rest.Config) (*http.Client, error) {
+	c.Credentials.Plugin = nil
+	inner, err := c.AuthPlugin(nil)
+	if err != nil {
+		return nil, fmt.Errorf("bundle server client: %w", err)
+	}
+	hc, err := inner.NewClient(c)
+	if err != nil {
+		return nil, fmt.Errorf("bundle server client: %w", err)
+	}
+	p.inner = inner
+	next := hc.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	hc.Transport = limitTransport{next: next, limit: p.limit}
+	return hc, nil
+}
+
+func (p *limitPlugin) Prepare(req *http.Request) error { return p.inner.Prepare(req) }
+
+// limitTransport bounds the body of every response to limit bytes.
+type limitTransport struct {
+	next  http.RoundTripper
+	limit int64
+}
+
+func (t limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = &limitedBody{ReadCloser: resp.Body, limit: t.limit, left: t.limit}
+	return resp, nil
+}
+
+// limitedBody fails, rather than ends, past limit bytes: a body cut short
+// silently would read as a truncated bundle, retried as a network error.
+type limitedBody struct {
+	io.ReadCloser
+	limit, left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	if int64(n) > b.left {
+		n, b.left = int(b.left), 0
+		return n, fmt.Errorf("policy bundle download exceeds the size limit of %d bytes (--policy-max-bytes)", b.limit)
+	}
+	b.left -= int64(n)
+	return n, err
 }
 
 // seconds rounds d up to whole seconds, OPA's unit for polling.

@@ -161,7 +161,8 @@ func startRemote(t *testing.T, srv *bundleServer, tweak func(*Remote)) *remoteFi
 	f := &remoteFixture{active: active, activated: make(chan string, 100)}
 	f.remote = &Remote{
 		URL: hs.URL + "/bundles/regosched.tar.gz", MinDelay: time.Second, MaxDelay: time.Second,
-		Active: active, Log: log,
+		Insecure: true, // httptest serves plain http
+		Active:   active, Log: log,
 		Activate: func(_ context.Context, p *Policy) { f.activated <- p.Revision() },
 	}
 	if tweak != nil {
@@ -363,7 +364,7 @@ func TestRemoteFirst(t *testing.T) {
 			hs := httptest.NewServer(tt.srv)
 			defer hs.Close()
 			log, _ := logtest.NewNullLogger()
-			r := &Remote{URL: hs.URL + "/b.tar.gz", MinDelay: time.Second, MaxDelay: time.Second, Log: log}
+			r := &Remote{URL: hs.URL + "/b.tar.gz", MinDelay: time.Second, MaxDelay: time.Second, Insecure: true, Log: log}
 			if tt.tweak != nil {
 				tt.tweak(r)
 			}

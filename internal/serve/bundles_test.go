@@ -30,8 +30,17 @@ func TestPolicyChecksAtStart(t *testing.T) {
 			Options{PolicyPath: "../../rego", Bundles: BundleOptions{VerificationKey: "secret", SigningAlg: "HS256"}},
 			"bundle missing .signatures.json file"},
 		{"a bundle server with no bundle",
-			Options{PolicyPath: notFound.URL + "/b.tar.gz", Bundles: BundleOptions{MinDelay: time.Second, MaxDelay: time.Second, StartTimeout: time.Second}},
+			Options{PolicyPath: notFound.URL + "/b.tar.gz", Bundles: BundleOptions{MinDelay: time.Second, MaxDelay: time.Second, StartTimeout: time.Second, Insecure: true}},
 			"no policy bundle from " + notFound.URL + "/b.tar.gz within 1s"},
+		{"a bearer token over plain http",
+			Options{PolicyPath: notFound.URL + "/b.tar.gz", Bundles: BundleOptions{MinDelay: time.Second, MaxDelay: time.Second, StartTimeout: time.Second, BearerTokenFile: "token"}},
+			"plain http would send the bearer token in clear text"},
+		{"an unsigned bundle over plain http",
+			Options{PolicyPath: notFound.URL + "/b.tar.gz", Bundles: BundleOptions{MinDelay: time.Second, MaxDelay: time.Second, StartTimeout: time.Second}},
+			"plain http lets anyone on the path replace an unsigned bundle"},
+		{"a bundle file over --policy-max-bytes",
+			Options{PolicyPath: "../../rego", Bundles: BundleOptions{MaxBytes: 100}},
+			"exceeds configured size_limit_bytes (100 bytes)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -101,6 +101,12 @@ type BundleOptions struct {
 	// regosched never serves without a policy.
 	StartTimeout    time.Duration
 	BearerTokenFile string
+	// MaxBytes caps each file of a bundle and a downloaded bundle's size
+	// (0: policy.DefaultBundleSizeLimit).
+	MaxBytes int64
+	// Insecure allows a plain http:// bundle URL with a bearer token or
+	// without a verification key.
+	Insecure bool
 }
 
 // RedisRolesOptions are the settings of --redis-roles.
@@ -435,6 +441,7 @@ func loadPolicy(ctx context.Context, opts Options) (loaded, string, *policy.Remo
 	var popts policy.Options
 	bo := opts.Bundles
 	popts.RunTests = bo.RunTests
+	popts.SizeLimitBytes = bo.MaxBytes
 	if bo.VerificationKey != "" {
 		if opts.PolicyPath == "" {
 			// The embedded policy carries no signature: running it would
@@ -450,7 +457,7 @@ func loadPolicy(ctx context.Context, opts Options) (loaded, string, *policy.Remo
 	if policy.IsRemote(opts.PolicyPath) {
 		r := &policy.Remote{
 			URL: opts.PolicyPath, MinDelay: bo.MinDelay, MaxDelay: bo.MaxDelay, LongPollingTimeout: bo.LongPollingTimeout,
-			BearerTokenFile: bo.BearerTokenFile, Options: popts, Log: opts.Log.WithField("component", "policy"),
+			BearerTokenFile: bo.BearerTokenFile, Insecure: bo.Insecure, Options: popts, Log: opts.Log.WithField("component", "policy"),
 		}
 		p, err := r.First(ctx, bo.StartTimeout)
 		if err != nil {
