@@ -94,6 +94,7 @@ func runServe(args []string) error {
 	fs.BoolVar(&opts.Bundles.RunTests, "policy-run-tests", false, "run each bundle's own *_test.rego tests before activating it; a failing test refuses the bundle")
 	fs.StringVar(&opts.URLPrefix, "url-prefix", "/scheduler", "path prefix of the extender verbs, as in the scheduler's urlPrefix")
 	fs.Int64Var(&opts.MaxBodyBytes, "max-request-bytes", extender.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
+	fs.IntVar(&opts.MaxConcurrent, "max-concurrent-requests", extender.DefaultMaxConcurrent, "verb requests served at once; more wait for a slot, so a flood cannot hold every body in memory")
 	fs.DurationVar(&opts.InFlightTTL, "inflight-ttl", 2*time.Second, "how long a pod that passed filter holds its peers back while its binding is not seen")
 	fs.StringVar(&opts.SchedulerName, "scheduler-name", "regosched", "schedulerName of the profile that calls regosched: its pending pods are described by the policy as soon as they are created, off the scheduling cycle (\"\": describe each pod in its filter call)")
 	fs.DurationVar(&opts.InFlightWait, "inflight-wait", 2*time.Second, "longest a filter call waits for in-flight peers (keep well under the scheduler's httpTimeout); 0 turns in-flight tracking off")

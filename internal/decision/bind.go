@@ -14,8 +14,12 @@ import (
 	"github.com/regosched/regosched/internal/policy"
 )
 
-// ErrRefused wraps a bind that would break a hard rule.
+// ErrRefused wraps a bind that would break a hard rule, or that regosched
+// may not make (unknown node, a pod of another scheduler).
 var ErrRefused = errors.New("refused")
+
+// errBoundAlready says the pod is bound to the asked node already.
+var errBoundAlready = errors.New("bound already")
 
 // Bind binds a pod to the node the scheduler chose, after a commit-time
 // check: under the lock of the pod's groups, the pod is judged against the
@@ -29,7 +33,15 @@ func (d *Decider) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs
 		return ErrNoPolicy
 	}
 	name := args.PodNamespace + "/" + args.PodName
+	if _, ok := d.placements.NodeLabels(args.Node); !ok {
+		d.binds.WithLabelValues("refused").Inc()
+		return fmt.Errorf("%w: binding %s: node %q is not known to regosched", ErrRefused, name, args.Node)
+	}
 	pod, keys, err := d.bindSubject(ctx, pol, args)
+	if errors.Is(err, errBoundAlready) {
+		d.binds.WithLabelValues("bound").Inc()
+		return nil
+	}
 	if err != nil {
 		d.binds.WithLabelValues("error").Inc()
 		return err
@@ -112,8 +124,13 @@ func (d *Decider) commit(ctx context.Context, pol *policy.Policy, pod *placement
 
 // bindSubject is the pod to bind and its groups: from the in-flight record
 // filter left, else (after a restart, or an unusual scheduler) from the API.
+//
+// Filter reserves only pending pods of the profile as the API server has
+// them (isPendingPod), so a reservation of this UID for this namespace and
+// name stands for such a pod; any other bind is checked against the API:
+// the pod exists with this UID, is unbound, and is the profile's.
 func (d *Decider) bindSubject(ctx context.Context, pol *policy.Policy, args *extenderv1.ExtenderBindingArgs) (*placement.Pod, []string, error) {
-	if pod, keys, ok := d.placements.Reserved(args.PodUID); ok {
+	if pod, keys, ok := d.placements.Reserved(args.PodUID); ok && pod.Namespace == args.PodNamespace && pod.Name == args.PodName {
 		return pod, keys, nil
 	}
 	obj, err := d.opts.Client.CoreV1().Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})
@@ -122,6 +139,17 @@ func (d *Decider) bindSubject(ctx context.Context, pol *policy.Policy, args *ext
 	}
 	if obj.UID != args.PodUID {
 		return nil, nil, fmt.Errorf("pod %s/%s has UID %s, not %s: it was replaced", args.PodNamespace, args.PodName, obj.UID, args.PodUID)
+	}
+	switch obj.Spec.NodeName {
+	case "":
+	case args.Node:
+		return nil, nil, errBoundAlready // a retry of a bind that went through
+	default:
+		return nil, nil, fmt.Errorf("pod %s/%s is already assigned to node %s", args.PodNamespace, args.PodName, obj.Spec.NodeName)
+	}
+	if d.opts.SchedulerName != "" && obj.Spec.SchedulerName != d.opts.SchedulerName {
+		return nil, nil, fmt.Errorf("%w: pod %s/%s is for scheduler %q, not for the profile regosched serves (%q)",
+			ErrRefused, args.PodNamespace, args.PodName, obj.Spec.SchedulerName, d.opts.SchedulerName)
 	}
 	pod := placement.PodFromObject(obj)
 	pod.Node = ""

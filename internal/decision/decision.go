@@ -63,6 +63,10 @@ type Options struct {
 	// Pending, if set, holds pending pods described before their filter
 	// call (placement.Pending); filter describes the others itself.
 	Pending PendingViews
+	// SchedulerName is the profile regosched serves: bind refuses a pod of
+	// another scheduler, and filter reserves only its pending pods. Empty:
+	// not checked.
+	SchedulerName string
 	// Recall, if set, gives the labels a pending pod is decided with when
 	// they are not its own (ok): its own plus those it lacks that are
 	// remembered of its identity (the last known Redis role of a pod
@@ -74,6 +78,9 @@ type Options struct {
 // PendingViews gives what was worked out for a pending pod ahead of its
 // filter call (implemented by placement.Pending).
 type PendingViews interface {
+	// Is reports whether pod is, as the API server last said, a pending pod
+	// of the profile: the same UID, namespace, name, labels and priority.
+	Is(pod *placement.Pod) bool
 	// Described returns pod's groups and facts when they were described
 	// under by from what pod holds now.
 	Described(pod *placement.Pod, by any) (keys []string, facts any, ok bool)

@@ -95,6 +95,16 @@ func (p *Pending) Described(pod *Pod, by any) (keys []string, facts any, ok bool
 	return d.keys, d.pod.Facts, true
 }
 
+// Is reports whether pod is a pending pod of the profile as last reported:
+// the same UID, namespace, name, labels and priority.
+func (p *Pending) Is(pod *Pod) bool {
+	p.mu.RLock()
+	d := p.byUID[pod.UID]
+	p.mu.RUnlock()
+	return d != nil && d.pod.Namespace == pod.Namespace && d.pod.Name == pod.Name &&
+		d.pod.Labels == pod.Labels && d.pod.Priority == pod.Priority
+}
+
 // RegisterMetrics exposes the number of pending pods described on reg.
 func (p *Pending) RegisterMetrics(reg prometheus.Registerer) error {
 	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -48,6 +48,8 @@ type Options struct {
 	DefaultPolicy fs.FS
 	URLPrefix     string
 	MaxBodyBytes  int64
+	// MaxConcurrent bounds the verb requests served at once.
+	MaxConcurrent int
 	// InFlightTTL and InFlightWait bound the wait for peers that passed
 	// filter but whose binding is not yet seen (see decision.Options).
 	InFlightTTL  time.Duration
@@ -175,6 +177,8 @@ func Run(ctx context.Context, opts Options) error {
 		InFlightTTL: opts.InFlightTTL,
 		MaxWait:     opts.InFlightWait,
 		Client:      client,
+		// Binds and reservations only for the profile's own pods.
+		SchedulerName: opts.SchedulerName,
 	}
 	unprotected, err := policy.NewUnprotectedWatch(reg, log.WithField("component", "protection"))
 	if err != nil {
@@ -211,9 +215,10 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 	apiConfig := extender.Config{
-		URLPrefix:    opts.URLPrefix,
-		MaxBodyBytes: opts.MaxBodyBytes,
-		Decider:      decider,
+		URLPrefix:     opts.URLPrefix,
+		MaxBodyBytes:  opts.MaxBodyBytes,
+		MaxConcurrent: opts.MaxConcurrent,
+		Decider:       decider,
 		Ready: func() error {
 			if !cache.HasSynced() {
 				return errors.New("placement cache has not synced with the API server yet")
