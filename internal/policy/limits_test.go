@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
@@ -130,29 +129,9 @@ func TestWatcherRefusesBomb(t *testing.T) {
 	setRevision(t, dir, "v1")
 	path := filepath.Join(t.TempDir(), "bundle.tar.gz")
 	writeFile(t, path, string(tarDir(t, dir)))
-	fp, err := Fingerprint(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := Compile(context.Background(), b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	active, err := NewActive(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	active.Store(first)
-	log, _ := logtest.NewNullLogger()
-	w := &Watcher{Path: path, Interval: 20 * time.Millisecond, Active: active, Log: log, Loaded: fp}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { w.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	active, _ := watch(t, path)
+	ctx := t.Context()
+	var err error
 
 	n := allocated(func() {
 		writeFile(t, path, string(bombTarball(t, "/regosched/data.json")))

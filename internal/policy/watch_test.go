@@ -55,13 +55,22 @@ func watchCopy(t *testing.T) (string, *Active, <-chan string) {
 	t.Helper()
 	dir := copyBundle(t)
 	setRevision(t, dir, "v1")
+	active, activated := watch(t, dir)
+	return dir, active, activated
+}
+
+// watch runs a Watcher over the bundle at path (a directory or .tar.gz)
+// until the test ends, with that bundle active; it returns the Active and
+// the revisions activated.
+func watch(t *testing.T, path string) (*Active, <-chan string) {
+	t.Helper()
 	// Taken before loading, as serve does: Run may start only after a
 	// change, which must still count as a change.
-	loadedFP, err := Fingerprint(dir)
+	loadedFP, err := Fingerprint(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Load(dir)
+	b, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,12 +85,13 @@ func watchCopy(t *testing.T) (string, *Active, <-chan string) {
 	active.Store(first)
 	activated := make(chan string, 10)
 	log, _ := logtest.NewNullLogger()
-	w := &Watcher{Path: dir, Interval: 20 * time.Millisecond, Active: active, Log: log, Loaded: loadedFP,
+	w := &Watcher{Path: path, Interval: 20 * time.Millisecond, Active: active, Log: log, Loaded: loadedFP,
 		Activate: func(_ context.Context, p *Policy) { activated <- p.Revision() }}
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go w.Run(ctx)
-	return dir, active, activated
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return active, activated
 }
 
 func TestWatcherSwapsGoodBundlesOnly(t *testing.T) {
