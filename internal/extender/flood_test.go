@@ -32,8 +32,11 @@ func TestClaimedLengthIsNotPreallocated(t *testing.T) {
 		b = bodyBuffers{} // a fresh buffer each time, as eight concurrent requests would get
 	}
 	runtime.ReadMemStats(&after)
-	if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
-		t.Errorf("8 requests claiming %d bytes and sending 2 allocated %d bytes, want under 16 MiB", claimed, grew)
+	// Claims honoured would cost 8 x 32 MiB; the preallocation cap allows
+	// 8 x 1 MiB. The margin is for what else the process (the race
+	// detector, earlier tests' goroutines) allocates meanwhile.
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Errorf("8 requests claiming %d bytes and sending 2 allocated %d bytes, want under 64 MiB", claimed, grew)
 	}
 }
 
