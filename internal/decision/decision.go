@@ -156,9 +156,11 @@ func New(placements Placements, policies Policies, log logrus.FieldLogger, reg p
 type subject struct {
 	policy *policy.Policy
 	pod    *placement.Pod
-	keys   []string
-	peers  []*placement.Pod
-	byUID  map[types.UID]*placement.Pod // built on first use by peer
+	// ownLabels are the labels the request gave the pod, before Recall.
+	ownLabels placement.Labels
+	keys      []string
+	peers     []*placement.Pod
+	byUID     map[types.UID]*placement.Pod // built on first use by peer
 }
 
 // peer returns the peer with uid, if s has one.
@@ -190,6 +192,7 @@ func (d *Decider) lookup(ctx context.Context, pod *v1.Pod, wait bool) (*subject,
 		return nil, ErrNoPolicy
 	}
 	s := &subject{policy: pol, pod: placement.PodFromObject(pod)}
+	s.ownLabels = s.pod.Labels
 	if d.opts.Recall != nil {
 		if labels, ok := d.opts.Recall(pod); ok {
 			s.pod.Labels = labels

@@ -38,7 +38,7 @@ func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*e
 		}
 	}
 	keep(args, result, kept)
-	if len(kept) > 0 && d.isPendingPod(ctx, args.Pod) {
+	if len(kept) > 0 && d.isPendingPod(ctx, s) {
 		// From now until its binding is seen, this pod holds its peers'
 		// filter calls back (when in-flight tracking is on): they must not
 		// decide without knowing its node. The record also spares the bind
@@ -48,28 +48,29 @@ func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*e
 	return result, nil
 }
 
-// isPendingPod reports whether pod, as a filter call describes it, is a
+// isPendingPod reports whether s's pod, as the filter call describes it, is a
 // pending pod of the profile as the API server has it: a call for a pod that
 // does not exist, or with other labels, must leave no reservation that
 // holds real peers back or that bind would trust. Pods the pending informer
 // reported are checked in memory; others (not reported yet) are read.
-func (d *Decider) isPendingPod(ctx context.Context, pod *v1.Pod) bool {
+func (d *Decider) isPendingPod(ctx context.Context, s *subject) bool {
 	if d.opts.SchedulerName == "" {
 		return true // nothing to check against
 	}
-	own := placement.PodFromObject(pod)
-	if d.opts.Pending != nil && d.opts.Pending.Is(own) {
+	own := *s.pod
+	own.Labels = s.ownLabels
+	if d.opts.Pending != nil && d.opts.Pending.Is(&own) {
 		return true
 	}
 	if d.opts.Client == nil {
 		return false
 	}
-	obj, err := d.opts.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	obj, err := d.opts.Client.CoreV1().Pods(own.Namespace).Get(ctx, own.Name, metav1.GetOptions{})
 	if err != nil {
 		return false
 	}
 	real := placement.PodFromObject(obj)
-	return obj.UID == pod.UID && obj.Spec.NodeName == "" && obj.Spec.SchedulerName == d.opts.SchedulerName &&
+	return obj.UID == own.UID && obj.Spec.NodeName == "" && obj.Spec.SchedulerName == d.opts.SchedulerName &&
 		real.Labels == own.Labels && real.Priority == own.Priority
 }
 
