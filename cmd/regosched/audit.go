@@ -15,6 +15,7 @@ import (
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/audit"
 	"github.com/regosched/regosched/internal/explain"
+	"github.com/regosched/regosched/internal/output"
 )
 
 // errViolations is runAudit's answer when a placement breaks a hard rule:
@@ -41,7 +42,7 @@ func auditTo(args []string, stdout, stderr io.Writer) (violations bool, err erro
 	fs.SetOutput(stderr)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)")
 	policyPath := fs.String("policy", "", "OPA bundle directory or .tar.gz (default: the embedded policy of rego/)")
-	output := fs.String("o", "table", "output format: table or json")
+	outputFlag := fs.String("o", "table", "output format: table or json")
 	timeout := fs.Duration("timeout", audit.DefaultSyncTimeout, "how long to wait for the API server and the initial lists of pods and nodes")
 	level := fs.String("log-level", "warn", "log level of the placement cache and the audit (to standard error)")
 	if err := fs.Parse(args); err != nil {
@@ -50,7 +51,7 @@ func auditTo(args []string, stdout, stderr io.Writer) (violations bool, err erro
 	if fs.NArg() > 0 {
 		return false, fmt.Errorf("audit takes no arguments, got %q", fs.Args())
 	}
-	format, err := audit.ParseFormat(*output)
+	format, err := output.ParseFormat(*outputFlag)
 	if err != nil {
 		return false, fmt.Errorf("-o: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/explain"
+	"github.com/regosched/regosched/internal/output"
 )
 
 // runExplain wires `regosched explain`: flags, the pod file, the policy,
@@ -24,7 +25,7 @@ func runExplain(args []string) error {
 	podFile := fs.String("f", "", "pod manifest, YAML or JSON (- for standard input); required")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)")
 	policyPath := fs.String("policy", "", "OPA bundle directory or .tar.gz (default: the embedded policy of rego/)")
-	output := fs.String("o", "table", "output format: table or json")
+	outputFlag := fs.String("o", "table", "output format: table or json")
 	timeout := fs.Duration("timeout", explain.DefaultSyncTimeout, "how long to wait for the API server and the initial lists of pods and nodes")
 	level := fs.String("log-level", "warn", "log level of the placement cache and decisions (to standard error)")
 	if err := fs.Parse(args); err != nil {
@@ -37,7 +38,7 @@ func runExplain(args []string) error {
 		fs.Usage()
 		return errors.New("explain: -f POD is required")
 	}
-	format, err := explain.ParseFormat(*output)
+	format, err := output.ParseFormat(*outputFlag)
 	if err != nil {
 		return fmt.Errorf("-o: %w", err)
 	}

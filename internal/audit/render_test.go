@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/regosched/regosched/internal/output"
 )
 
 func TestRender(t *testing.T) {
@@ -25,11 +27,11 @@ func TestRender(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		report Report
-		format Format
+		format output.Format
 		want   string
 	}{
 		{
-			name: "table", report: two, format: Table,
+			name: "table", report: two, format: output.Table,
 			want: `RULE                NAMESPACE  NODE    PODS                     REASON
 elasticsearch-data  search     node-2  logs-data-0,logs-data-1  elasticsearch: data search/logs-data-1 of cluster logs already on this node
 redis-masters       shop       node-1  cache-0,cache-2          redis: master shop/cache-2 of cluster cache already on this node
@@ -37,12 +39,12 @@ redis-masters       shop       node-1  cache-0,cache-2          redis: master sh
 `,
 		},
 		{
-			name: "table without violations", format: Table,
+			name: "table without violations", format: output.Table,
 			report: Report{PolicyRevision: "sha256:0123456789abcdef", Pods: 1},
 			want:   "0 violations among 1 bound pod, policy revision sha256:0123456789abcdef\n",
 		},
 		{
-			name: "table with skipped pods", format: Table,
+			name: "table with skipped pods", format: output.Table,
 			report: Report{PolicyRevision: "r", Skipped: []string{"a/x", "b/y"}, Pods: 2, Violations: []Violation{
 				{Rule: "reserved", Namespace: "a", Node: "n", Pods: []string{"b/z"}, Reason: "alone"},
 			}},
@@ -53,7 +55,7 @@ the policy failed to judge 2 pods: a/x, b/y
 `,
 		},
 		{
-			name: "json", report: two, format: JSON,
+			name: "json", report: two, format: output.JSON,
 			want: `{
   "violations": [
     {
@@ -83,7 +85,7 @@ the policy failed to judge 2 pods: a/x, b/y
 `,
 		},
 		{
-			name: "json without violations", format: JSON,
+			name: "json without violations", format: output.JSON,
 			report: Report{PolicyRevision: "r", Pods: 0},
 			want: `{
   "violations": [],
@@ -100,25 +102,6 @@ the policy failed to judge 2 pods: a/x, b/y
 			}
 			if diff := cmp.Diff(tc.want, out.String()); diff != "" {
 				t.Errorf("Render() (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestParseFormat(t *testing.T) {
-	for _, tc := range []struct {
-		in      string
-		want    Format
-		wantErr bool
-	}{
-		{in: "table", want: Table},
-		{in: "json", want: JSON},
-		{in: "yaml", wantErr: true},
-	} {
-		t.Run(tc.in, func(t *testing.T) {
-			got, err := ParseFormat(tc.in)
-			if (err != nil) != tc.wantErr || got != tc.want {
-				t.Errorf("ParseFormat(%q) = %q, %v; want %q, error %v", tc.in, got, err, tc.want, tc.wantErr)
 			}
 		})
 	}

@@ -22,6 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/output"
 	"github.com/regosched/regosched/internal/policy"
 )
 
@@ -207,7 +208,7 @@ func TestRenderTable(t *testing.T) {
 	pol := defaultPolicy(t)
 	r := explain(t, pol, redis("shop", "cache-2-master", "master", "2", "", 100), shop()...)
 	var b bytes.Buffer
-	if err := Render(&b, r, Table); err != nil {
+	if err := Render(&b, r, output.Table); err != nil {
 		t.Fatal(err)
 	}
 	want := `Pod:       shop/cache-2-master
@@ -231,7 +232,7 @@ node-2  ok            0
 	// The header of a pod no rule applies to says so, and why.
 	r = explain(t, pol, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web"}})
 	b.Reset()
-	if err := Render(&b, r, Table); err != nil {
+	if err := Render(&b, r, output.Table); err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range []string{
@@ -250,7 +251,7 @@ func TestRenderJSON(t *testing.T) {
 	pol := defaultPolicy(t)
 	r := explain(t, pol, redis("shop", "cache-2-master", "master", "2", "", 100), shop()...)
 	var b bytes.Buffer
-	if err := Render(&b, r, JSON); err != nil {
+	if err := Render(&b, r, output.JSON); err != nil {
 		t.Fatal(err)
 	}
 	var got Report
@@ -271,21 +272,6 @@ func TestRenderJSON(t *testing.T) {
 		"node": "node-1", "verdict": "failed", "reason": "redis: master shop/cache-0-master of cluster cache already on this node",
 	}, raw.Nodes[0]); diff != "" {
 		t.Errorf("first node in JSON mismatch (-want +got):\n%s", diff)
-	}
-}
-
-func TestParseFormat(t *testing.T) {
-	for _, tt := range []struct {
-		in      string
-		want    Format
-		wantErr bool
-	}{{"table", Table, false}, {"json", JSON, false}, {"yaml", "", true}, {"", "", true}} {
-		t.Run(tt.in, func(t *testing.T) {
-			got, err := ParseFormat(tt.in)
-			if got != tt.want || (err != nil) != tt.wantErr {
-				t.Errorf("ParseFormat(%q) = %q, %v", tt.in, got, err)
-			}
-		})
 	}
 }
 

@@ -1,44 +1,22 @@
 package explain
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/regosched/regosched/internal/output"
 )
-
-// Format is an output format of Render.
-type Format string
-
-// Output formats.
-const (
-	Table Format = "table"
-	JSON  Format = "json"
-)
-
-// ParseFormat checks an -o value.
-func ParseFormat(s string) (Format, error) {
-	switch f := Format(s); f {
-	case Table, JSON:
-		return f, nil
-	}
-	return "", fmt.Errorf("unknown output format %q: want table or json", s)
-}
 
 // Render writes r to w in format f.
-func Render(w io.Writer, r *Report, f Format) error {
+func Render(w io.Writer, r *Report, f output.Format) error {
 	switch f {
-	case Table:
+	case output.Table:
 		return renderTable(w, r)
-	case JSON:
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(r); err != nil {
-			return fmt.Errorf("writing JSON: %w", err)
-		}
-		return nil
+	case output.JSON:
+		return output.WriteJSON(w, r)
 	}
 	return fmt.Errorf("unknown output format %q", f)
 }
