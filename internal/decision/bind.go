@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
@@ -57,18 +60,61 @@ func (d *Decider) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs
 		Target:     v1.ObjectReference{Kind: "Node", Name: args.Node},
 	}
 	if err := d.opts.Client.CoreV1().Pods(args.PodNamespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
-		// A retried bind whose first attempt went through is not an error;
-		// anything else is, and the placement is taken back.
-		current, getErr := d.opts.Client.CoreV1().Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})
-		if getErr != nil || current.UID != args.PodUID || current.Spec.NodeName != args.Node {
-			d.placements.Unassume(placed)
-			d.binds.WithLabelValues("error").Inc()
-			return fmt.Errorf("binding %s to %s: %w", name, args.Node, err)
-		}
+		return d.bindFailed(ctx, args, placed, err)
 	}
 	d.binds.WithLabelValues("bound").Inc()
 	d.log.WithFields(map[string]any{"pod": name, "node": args.Node}).Debug("bound")
 	return nil
+}
+
+// verifyTimeout bounds the read that settles a failed binding; it is
+// counted from the failure, since the scheduler's own timeout may already
+// have cancelled the request's context.
+const verifyTimeout = 5 * time.Second
+
+// bindFailed settles a binding that returned err. The binding may have
+// committed all the same (a timeout, a dropped connection, a 5xx), so the
+// pod is read again with a context the request's cancellation does not
+// reach: bound to the node means success; bound elsewhere, replaced or
+// gone, or a refusal the API server is sure of, takes the placement back.
+// Anything else is ambiguous, and the placement stays until the informer
+// confirms it or the in-flight TTL passes, so that peers are never decided
+// against a view laxer than the truth.
+func (d *Decider) bindFailed(ctx context.Context, args *extenderv1.ExtenderBindingArgs, placed *placement.Pod, err error) error {
+	name := args.PodNamespace + "/" + args.PodName
+	vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), verifyTimeout)
+	defer cancel()
+	current, getErr := d.opts.Client.CoreV1().Pods(args.PodNamespace).Get(vctx, args.PodName, metav1.GetOptions{})
+	switch {
+	case getErr == nil && current.UID == args.PodUID && current.Spec.NodeName == args.Node:
+		// It went through: a retried bind, or a reply lost on the way back.
+		d.binds.WithLabelValues("bound").Inc()
+		d.log.WithFields(logrus.Fields{"pod": name, "node": args.Node, "error": err.Error()}).Info("bound although the binding call failed")
+		return nil
+	case getErr == nil && (current.UID != args.PodUID || current.Spec.NodeName != "" || definitive(err)),
+		apierrors.IsNotFound(getErr):
+		d.placements.Unassume(placed)
+		d.binds.WithLabelValues("error").Inc()
+		return fmt.Errorf("binding %s to %s: %w", name, args.Node, err)
+	default:
+		d.placements.ExpireAssumed(placed, d.opts.InFlightTTL)
+		d.binds.WithLabelValues("uncertain").Inc()
+		d.log.WithFields(logrus.Fields{"pod": name, "node": args.Node, "error": err.Error(), "verifyError": fmt.Sprint(getErr)}).
+			Warn("binding outcome unknown: the placement is kept until the informer confirms it or the in-flight TTL passes")
+		return fmt.Errorf("binding %s to %s, outcome unknown: %w", name, args.Node, err)
+	}
+}
+
+// definitive reports whether the API server answered err having decided
+// not to bind: a 4xx refusal, as opposed to a timeout, throttling, a server
+// error or no answer at all.
+func definitive(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	code := status.Status().Code
+	return code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests
 }
 
 // commit is the commit-time check: under the locks of the pod's groups, it

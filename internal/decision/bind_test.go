@@ -231,15 +231,27 @@ func TestBindCases(t *testing.T) {
 // TestBindRecordsThePlacementBeforeTheAPIBinding: while the API binding is
 // still under way, a peer's filter call already sees the placement (it must
 // not wait a whole API round trip on the scheduler's serial cycle); a binding
-// that then fails is taken back, and the node is free again.
+// that the API server refuses is taken back, and the node is free again; one
+// whose outcome is unknown stays until the in-flight TTL passes.
 func TestBindRecordsThePlacementBeforeTheAPIBinding(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		apiErr   error
-		wantKept []string // the peer's filter result after the bind returned
+		name        string
+		apiErr      error
+		wantKept    []string // the peer's filter result after the bind returned
+		wantExpired []string // and after the in-flight TTL, when set
 	}{
 		{name: "binding succeeds", wantKept: []string{"node-2"}},
-		{name: "binding fails", apiErr: apierrors.NewInternalError(errors.New("etcd is down")), wantKept: []string{"node-1", "node-2"}},
+		{
+			name:     "binding refused",
+			apiErr:   apierrors.NewForbidden(v1.Resource("pods"), "cache-0-master", errors.New("no")),
+			wantKept: []string{"node-1", "node-2"},
+		},
+		{
+			name:        "binding outcome unknown",
+			apiErr:      apierrors.NewInternalError(errors.New("etcd is down")),
+			wantKept:    []string{"node-2"},
+			wantExpired: []string{"node-1", "node-2"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -292,6 +304,17 @@ func TestBindRecordsThePlacementBeforeTheAPIBinding(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantKept, *res.NodeNames); diff != "" {
 				t.Errorf("filter after the bind returned (-want +got):\n%s", diff)
+			}
+			if tc.wantExpired == nil {
+				return
+			}
+			time.Sleep(d.opts.InFlightTTL + 100*time.Millisecond)
+			res, err = d.Filter(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(b), NodeNames: names(*all...)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantExpired, *res.NodeNames); diff != "" {
+				t.Errorf("filter after the in-flight TTL (-want +got):\n%s", diff)
 			}
 		})
 	}

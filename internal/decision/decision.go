@@ -44,6 +44,9 @@ type Placements interface {
 	Assume(pod *placement.Pod, keys []string)
 	// Unassume takes back an Assume whose binding failed.
 	Unassume(pod *placement.Pod)
+	// ExpireAssumed takes back an Assume after ttl unless the informer has
+	// confirmed it by then, for a binding whose outcome is unknown.
+	ExpireAssumed(pod *placement.Pod, ttl time.Duration)
 	// WaitForPeers waits until no peer sharing keys is in flight, or ctx ends.
 	WaitForPeers(ctx context.Context, keys []string, self types.UID) (time.Duration, []*placement.Pod)
 }
@@ -135,7 +138,7 @@ func New(placements Placements, policies Policies, log logrus.FieldLogger, reg p
 		}),
 		binds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regosched_binds_total",
-			Help: "Bind verb outcomes: bound, refused (a hard rule would break), error.",
+			Help: "Bind verb outcomes: bound, refused (a hard rule would break), error, uncertain (the binding call failed and its outcome could not be read; the placement is kept until the informer confirms it or the in-flight TTL passes).",
 		}, []string{"outcome"}),
 		described: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regosched_pending_descriptions_total",

@@ -112,6 +112,17 @@ func (c *Cache) Unassume(pod *Pod) {
 	}
 }
 
+// ExpireAssumed takes back pod (the very pointer given to Assume) after
+// ttl, unless the informer has replaced it by then: for a binding whose
+// outcome is unknown, kept meanwhile because it may have gone through.
+func (c *Cache) ExpireAssumed(pod *Pod, ttl time.Duration) {
+	timer := c.clock.NewTimer(ttl)
+	go func() {
+		<-timer.C()
+		c.Unassume(pod)
+	}()
+}
+
 // WaitForPeers blocks until no pod other than self that shares one of keys
 // is in flight, or ctx ends. It returns how long it waited and the pods
 // still in flight when it gave up (none on success). It looks only at the
