@@ -47,28 +47,56 @@ type BuildOptions struct {
 
 // Binaries holds the paths of the control plane executables.
 type Binaries struct {
-	Etcd          string
-	KubeAPIServer string
-	KubeScheduler string
-	Kubectl       string
+	Etcd                  string
+	KubeAPIServer         string
+	KubeScheduler         string
+	KubeControllerManager string
+	Kubectl               string
 }
 
 func binariesIn(dir string) Binaries {
 	return Binaries{
-		Etcd:          filepath.Join(dir, "etcd"),
-		KubeAPIServer: filepath.Join(dir, "kube-apiserver"),
-		KubeScheduler: filepath.Join(dir, "kube-scheduler"),
-		Kubectl:       filepath.Join(dir, "kubectl"),
+		Etcd:                  filepath.Join(dir, "etcd"),
+		KubeAPIServer:         filepath.Join(dir, "kube-apiserver"),
+		KubeScheduler:         filepath.Join(dir, "kube-scheduler"),
+		KubeControllerManager: filepath.Join(dir, "kube-controller-manager"),
+		Kubectl:               filepath.Join(dir, "kubectl"),
 	}
 }
 
+// kubernetes returns the paths of the binaries built from k8s.io/kubernetes;
+// each file is named after its command folder there.
 func (b Binaries) kubernetes() []string {
-	return []string{b.KubeAPIServer, b.KubeScheduler, b.Kubectl}
+	return []string{b.KubeAPIServer, b.KubeScheduler, b.KubeControllerManager, b.Kubectl}
 }
 
-// Build compiles etcd, kube-apiserver, kube-scheduler and kubectl from the
-// tool modules under deploy/local/tools, unless a previous run already left
-// all of them in the cache folder for the current module versions.
+// missingKubernetes returns the names of the Kubernetes binaries not in the
+// cache yet, so that a cache folder from before a binary was added to the
+// harness only builds that one.
+func (b Binaries) missingKubernetes() []string {
+	var names []string
+	for _, p := range b.kubernetes() {
+		if !fileExists(p) {
+			names = append(names, filepath.Base(p))
+		}
+	}
+	return names
+}
+
+// kubernetesPackages returns the k8s.io/kubernetes main packages of the
+// named binaries.
+func kubernetesPackages(names []string) []string {
+	pkgs := make([]string, len(names))
+	for i, name := range names {
+		pkgs[i] = "k8s.io/kubernetes/cmd/" + name
+	}
+	return pkgs
+}
+
+// Build compiles etcd, kube-apiserver, kube-scheduler,
+// kube-controller-manager and kubectl from the tool modules under
+// deploy/local/tools, unless a previous run already left them in the cache
+// folder for the current module versions. Only the missing ones are built.
 //
 // A cold build takes minutes; later builds of a changed version reuse the Go
 // build cache and mostly link.
@@ -99,11 +127,8 @@ func Build(ctx context.Context, opts BuildOptions) (Binaries, error) {
 	log = log.WithField("dir", dir)
 
 	needEtcd := !fileExists(bins.Etcd)
-	needKube := false
-	for _, p := range bins.kubernetes() {
-		needKube = needKube || !fileExists(p)
-	}
-	if !needEtcd && !needKube {
+	needKube := bins.missingKubernetes()
+	if !needEtcd && len(needKube) == 0 {
 		log.Debug("control plane binaries are cached")
 		return bins, nil
 	}
@@ -119,27 +144,26 @@ func Build(ctx context.Context, opts BuildOptions) (Binaries, error) {
 		return Binaries{}, fmt.Errorf("creating build folder: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	tmpBins := binariesIn(tmp)
+	tmpEtcd := binariesIn(tmp).Etcd
 
 	var built []string
 	if needEtcd {
 		// etcd's server module is package main at its root, so the binary
 		// would be called "v3" without an explicit name.
 		if err := goBuild(ctx, log, filepath.Join(tools, "etcd"),
-			"-o", tmpBins.Etcd, "go.etcd.io/etcd/server/v3"); err != nil {
+			"-o", tmpEtcd, "go.etcd.io/etcd/server/v3"); err != nil {
 			return Binaries{}, err
 		}
 		built = append(built, "etcd")
 	}
-	if needKube {
-		if err := goBuild(ctx, log, filepath.Join(tools, "kubernetes"),
-			"-o", tmp+string(filepath.Separator),
-			"k8s.io/kubernetes/cmd/kube-apiserver",
-			"k8s.io/kubernetes/cmd/kube-scheduler",
-			"k8s.io/kubernetes/cmd/kubectl"); err != nil {
+	if len(needKube) > 0 {
+		// One invocation for all of them: the go command then compiles the
+		// packages they share once, in parallel.
+		args := append([]string{"-o", tmp + string(filepath.Separator)}, kubernetesPackages(needKube)...)
+		if err := goBuild(ctx, log, filepath.Join(tools, "kubernetes"), args...); err != nil {
 			return Binaries{}, err
 		}
-		built = append(built, "kube-apiserver", "kube-scheduler", "kubectl")
+		built = append(built, needKube...)
 	}
 	for _, name := range built {
 		if err := os.Rename(filepath.Join(tmp, name), filepath.Join(dir, name)); err != nil {
@@ -152,7 +176,7 @@ func Build(ctx context.Context, opts BuildOptions) (Binaries, error) {
 // goBuild runs "go build args..." in the module at dir.
 func goBuild(ctx context.Context, log logrus.FieldLogger, dir string, args ...string) error {
 	start := time.Now()
-	log = log.WithField("module", filepath.Base(dir))
+	log = log.WithFields(logrus.Fields{"module": filepath.Base(dir), "args": args})
 	log.Info("building control plane binaries (a cold build takes minutes)")
 
 	cmd := exec.CommandContext(ctx, "go", append([]string{"build"}, args...)...)

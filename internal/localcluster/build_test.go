@@ -154,7 +154,7 @@ func TestBuildSkipsCachedBinaries(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(want.Etcd), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{want.Etcd, want.KubeAPIServer, want.KubeScheduler, want.Kubectl} {
+	for _, p := range append(want.kubernetes(), want.Etcd) {
 		if err := os.WriteFile(p, []byte("#!/bin/true\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -166,5 +166,47 @@ func TestBuildSkipsCachedBinaries(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Build() mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestMissingKubernetes(t *testing.T) {
+	all := []string{"kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl"}
+	tests := []struct {
+		name    string
+		present []string
+		want    []string
+	}{
+		{"empty cache", nil, all},
+		{"everything cached", all, nil},
+		// A folder from before kube-controller-manager joined the harness.
+		{"only kube-controller-manager missing", []string{"kube-apiserver", "kube-scheduler", "kubectl"}, []string{"kube-controller-manager"}},
+		{"kubectl and kube-scheduler missing", []string{"kube-apiserver", "kube-controller-manager"}, []string{"kube-scheduler", "kubectl"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, name := range tt.present {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/true\n"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := binariesIn(dir).missingKubernetes()
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("missingKubernetes() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestKubernetesPackages(t *testing.T) {
+	got := kubernetesPackages(binariesIn("/c").missingKubernetes())
+	want := []string{
+		"k8s.io/kubernetes/cmd/kube-apiserver",
+		"k8s.io/kubernetes/cmd/kube-scheduler",
+		"k8s.io/kubernetes/cmd/kube-controller-manager",
+		"k8s.io/kubernetes/cmd/kubectl",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("kubernetesPackages() mismatch (-want +got):\n%s", diff)
 	}
 }

@@ -1,6 +1,6 @@
 // Package localcluster runs a throwaway Kubernetes control plane (etcd and
-// kube-apiserver, optionally kube-scheduler) on loopback, for end-to-end
-// tests and demos of regosched.
+// kube-apiserver, optionally kube-scheduler and kube-controller-manager) on
+// loopback, for end-to-end tests and demos of regosched.
 //
 // There is no container runtime and no kubelet: nodes are plain Node objects
 // whose status claims capacity and readiness, which is all a scheduler looks

@@ -175,7 +175,7 @@ func nodeReady(n *corev1.Node) bool {
 }
 
 func dumpLogs(t *testing.T, c *Cluster) {
-	for _, name := range []string{"etcd", "kube-apiserver", "kube-scheduler"} {
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager"} {
 		data, err := os.ReadFile(c.Dir() + "/" + name + ".log")
 		if err != nil {
 			continue
