@@ -57,8 +57,17 @@ type Config struct {
 	MaxConcurrent int
 	Decider       Decider
 	// Ready returns nil when decisions can be trusted (caches synced, a
-	// policy active), else why not.
+	// policy active, the API server in reach), else why not.
 	Ready func() error
+	// Serving, when set, returns nil when this replica may answer the verbs
+	// (ready, and the leader when replicas elect one); Ready is used when
+	// it is nil. It differs from Ready so that a standby is Ready (a rollout
+	// proceeds) yet refuses the verbs.
+	Serving func() error
+	// VerbsOnly leaves the health endpoints and metrics to a second
+	// listener (NewHealth): /version and /metrics tell the policy's errors
+	// and the cluster's shape to whoever can reach the verb port.
+	VerbsOnly bool
 	// Version returns the document served at /version.
 	Version func() any
 	// Registerer receives the request metrics; Gatherer is served at /metrics.
@@ -117,7 +126,10 @@ func New(cfg Config) (http.Handler, error) {
 	r.Handle(prefix+"/prioritize", verb(h, "prioritize", h.args.decode, h.prioritize, h.args.release)).Methods(http.MethodPost)
 	r.Handle(prefix+"/preempt", verb(h, "preempt", decodePreemptionArgs, h.preempt, nil)).Methods(http.MethodPost)
 	r.Handle(prefix+"/bind", verb(h, "bind", decodeBindingArgs, h.bind, nil)).Methods(http.MethodPost)
-	healthRoutes(r, cfg)
+	if !cfg.VerbsOnly {
+		healthRoutes(r, cfg)
+	}
+	// Profiles stay on the verb port, behind its client authentication.
 	if cfg.Profiling {
 		r.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		r.HandleFunc("/debug/pprof/trace", pprof.Trace)
@@ -152,7 +164,11 @@ func verb[A any](h *handler, name string, decodeBody func([]byte) (*A, error), a
 		}
 		var out outcome
 		args, err := decode(&h.bodies, http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes), r.ContentLength, h.cfg.MaxBodyBytes, decodeBody)
-		notReady := h.cfg.Ready()
+		serving := h.cfg.Serving
+		if serving == nil {
+			serving = h.cfg.Ready
+		}
+		notReady := serving()
 		switch {
 		case err == nil && notReady != nil:
 			// Deciding on a cache that has not synced (or as a replica that
