@@ -19,6 +19,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/apicontact"
 	"github.com/regosched/regosched/internal/audit"
 	"github.com/regosched/regosched/internal/extender"
 	"github.com/regosched/regosched/internal/policy"
@@ -103,7 +104,10 @@ func runServe(args []string) error {
 	fs.StringVar(&opts.TLS.ClientCAFile, "client-ca-file", "", "require client certificates signed by a CA in this PEM file (reloaded when it changes)")
 	qps := fs.Float64("kube-api-qps", 100, "queries per second to the API server (binds, reads)")
 	fs.IntVar(&opts.KubeAPIBurst, "kube-api-burst", 200, "burst of queries to the API server")
-	fs.BoolVar(&opts.LeaderElect, "leader-elect", false, "elect one leader among replicas through a Lease; only the leader is ready")
+	fs.BoolVar(&opts.LeaderElect, "leader-elect", false, "elect one leader among replicas through a Lease: every synced replica is ready, only the leader answers the verbs and labels its pod regosched.io/leader=true for the Service to select")
+	fs.StringVar(&opts.Leader.PodName, "pod-name", os.Getenv("POD_NAME"), "--leader-elect: this replica's own pod, which carries the leader label while it leads (default $POD_NAME; empty: no label)")
+	fs.StringVar(&opts.Leader.PodNamespace, "pod-namespace", inClusterNamespace(), "--leader-elect: namespace of --pod-name")
+	fs.DurationVar(&opts.APILostAfter, "api-lost-after", apicontact.DefaultThreshold, "readiness turns false once the API server has not answered for this long: decisions would rest on a stale cache")
 	fs.StringVar(&opts.Leader.Namespace, "leader-elect-namespace", inClusterNamespace(), "namespace of the leader Lease")
 	fs.StringVar(&opts.Leader.Name, "leader-elect-name", "regosched", "name of the leader Lease")
 	fs.BoolVar(&opts.RedisRoles.On, "redis-roles", false, "read the role (and, in cluster mode, the shard) of every pod the policy reads roles live for from Redis itself (ROLE, CLUSTER NODES) and write it onto the pod as labels regosched.io/role and regosched.io/shard")

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -24,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/regosched/regosched/internal/apicontact"
 	"github.com/regosched/regosched/internal/audit"
 	"github.com/regosched/regosched/internal/decision"
 	"github.com/regosched/regosched/internal/extender"
@@ -42,6 +45,11 @@ type Options struct {
 	// probes that cannot present a client certificate to Listen.
 	HealthListen string
 	Kubeconfig   string
+	// Client, when set, is used instead of one built from Kubeconfig.
+	Client kubernetes.Interface
+	// APILostAfter is how long the API server may not answer before
+	// readiness turns false (0: apicontact.DefaultThreshold).
+	APILostAfter time.Duration
 	// PolicyPath is a bundle directory, a .tar.gz or an http(s) URL of a
 	// bundle server; empty means DefaultPolicy.
 	PolicyPath    string
@@ -69,8 +77,9 @@ type Options struct {
 	// TLS, when its CertFile is set, serves HTTPS (with client certificate
 	// authentication when ClientCAFile is set too).
 	TLS tlsserve.Files
-	// LeaderElect makes replicas elect one leader through a Lease; only the
-	// leader is ready and answers the verbs.
+	// LeaderElect makes replicas elect one leader through a Lease: every
+	// synced replica is ready, the leader alone answers the verbs and labels
+	// its pod (leader.Label) for the Service to select.
 	LeaderElect bool
 	Leader      leader.Config
 	// RedisRoles, when On, reads Redis pods' roles from Redis and writes
@@ -139,13 +148,15 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	log.WithFields(logrus.Fields{"source": source, "revision": pol.Revision()}).Info("policy loaded")
 
-	cfg, err := clientConfig(opts.Kubeconfig, opts.KubeAPIQPS, opts.KubeAPIBurst)
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("creating Kubernetes client: %w", err)
+	client := opts.Client
+	if client == nil {
+		cfg, err := clientConfig(opts.Kubeconfig, opts.KubeAPIQPS, opts.KubeAPIBurst)
+		if err != nil {
+			return err
+		}
+		if client, err = kubernetes.NewForConfig(cfg); err != nil {
+			return fmt.Errorf("creating Kubernetes client: %w", err)
+		}
 	}
 
 	reg := prometheus.NewRegistry()
@@ -214,23 +225,39 @@ func Run(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
+	contact, err := apicontact.New(apicontact.Config{
+		Ping: pingAPI(client), Threshold: opts.APILostAfter, Registerer: reg, Log: log.WithField("component", "api-contact"),
+	})
+	if err != nil {
+		return err
+	}
+	ready := func() error {
+		if !cache.HasSynced() {
+			return errors.New("placement cache has not synced with the API server yet")
+		}
+		if active.Load() == nil {
+			return errors.New("no active policy")
+		}
+		return contact.Err()
+	}
 	apiConfig := extender.Config{
 		URLPrefix:     opts.URLPrefix,
 		MaxBodyBytes:  opts.MaxBodyBytes,
 		MaxConcurrent: opts.MaxConcurrent,
 		Decider:       decider,
-		Ready: func() error {
-			if !cache.HasSynced() {
-				return errors.New("placement cache has not synced with the API server yet")
-			}
-			if active.Load() == nil {
-				return errors.New("no active policy")
+		// Every synced replica is ready, so that a rollout and a drain
+		// proceed; a standby refuses the verbs all the same.
+		Ready: ready,
+		Serving: func() error {
+			if err := ready(); err != nil {
+				return err
 			}
 			if elector != nil && !elector.Leading() {
 				return errors.New("not the leader")
 			}
 			return nil
 		},
+		VerbsOnly: opts.HealthListen != "",
 		Version: func() any {
 			return struct {
 				Version string `json:"version"`
@@ -300,6 +327,7 @@ func Run(ctx context.Context, opts Options) error {
 			pending.Shutdown()
 		}
 	}()
+	go contact.Run(ctx)
 	go func() {
 		if cache.WaitForSync(ctx) {
 			log.WithFields(logrus.Fields{"pods": cache.PodCount(), "nodes": cache.NodeCount()}).Info("placement cache synced; ready")
@@ -342,10 +370,18 @@ func Run(ctx context.Context, opts Options) error {
 		defer stopAudit()
 	}
 
+	// The elector outlives ctx: the lease is released only once the
+	// in-flight binds have drained, or another replica could decide against
+	// placements this one is still making.
 	var lost <-chan struct{}
+	electCtx, stopElect := context.WithCancel(context.WithoutCancel(ctx))
+	elected := make(chan struct{})
+	defer func() { stopElect(); <-elected }()
 	if elector != nil {
 		lost = elector.Lost()
-		go elector.Run(ctx)
+		go func() { elector.Run(electCtx); close(elected) }()
+	} else {
+		close(elected)
 	}
 
 	errc := make(chan error, len(servers))
@@ -376,7 +412,7 @@ func Run(ctx context.Context, opts Options) error {
 		runErr = errors.New("lost the leader lease")
 	case <-ctx.Done():
 	}
-	log.Info("shutting down")
+	log.Info("shutting down: draining requests in flight")
 	shutdownCtx, stop := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stop()
 	for _, s := range servers {
@@ -384,7 +420,21 @@ func Run(ctx context.Context, opts Options) error {
 			return fmt.Errorf("shutting down HTTP server: %w", err)
 		}
 	}
+	log.Info("requests drained")
 	return runErr
+}
+
+// pingAPI asks the API server for one node: any answer, even a refusal,
+// shows that it is in reach.
+func pingAPI(client kubernetes.Interface) apicontact.Ping {
+	return func(ctx context.Context) error {
+		_, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
+		var status apierrors.APIStatus
+		if err != nil && errors.As(err, &status) && status.Status().Code < http.StatusInternalServerError {
+			return nil
+		}
+		return err
+	}
 }
 
 // startAudit runs the audit of bound pods once the cache has synced and
