@@ -13,6 +13,7 @@ trap 'rm -rf "$out"' EXIT
 
 $KUSTOMIZE build deploy/ >"$out/deploy.yaml"
 $KUSTOMIZE build deploy/examples >"$out/examples.yaml"
+$KUSTOMIZE build deploy/ha >"$out/ha.yaml"
 
 fail=0
 check() { # description, command...
@@ -31,6 +32,16 @@ check "config keeps clientConnection out (in-cluster)" \
 	bash -c '! grep -q "^clientConnection:" deploy/scheduler/kube-scheduler-config.yaml'
 check "examples use schedulerName regosched" \
 	test "$(grep -c 'schedulerName: regosched' "$out/examples.yaml")" -eq 7
+check "verb port closed to all but the scheduler (NetworkPolicy)" \
+	grep -q '^kind: NetworkPolicy' "$out/deploy.yaml"
+check "health, /version and /metrics on the health port" \
+	grep -q -- '- --health-listen=:8081' "$out/deploy.yaml"
+check "probes on the health port" \
+	test "$(grep -A2 'httpGet:' "$out/deploy.yaml" | grep -c 'port: health')" -ge 2
+check "HA Service selects the leader's label" \
+	grep -q 'regosched.io/leader: "true"' "$out/ha.yaml"
+check "HA extender gets its pod name for the label" \
+	grep -q 'fieldPath: metadata.name' "$out/ha.yaml"
 
 echo "kinds in deploy/:"
 grep '^kind:' "$out/deploy.yaml" | sort | uniq -c
