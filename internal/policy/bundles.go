@@ -177,8 +177,12 @@ func runTests(ctx context.Context, b *bundle.Bundle, n int) error {
 	}
 	defer store.Abort(ctx, txn)
 	// One test at a time: a reload runs next to live decisions and must not
-	// take every core from them.
-	ch, err := tester.NewRunner().SetStore(store).SetModules(modules).SetParallel(1).RunTests(ctx, txn)
+	// take every core from them. Tests are held to the same builtins as the
+	// policy, since they run inside the scheduler too.
+	ch, err := tester.NewRunner().SetCompiler(newCompiler()).SetStore(store).SetModules(modules).SetParallel(1).RunTests(ctx, txn)
+	if errs, ok := errors.AsType[ast.Errors](err); ok {
+		return compileErrors("running policy tests", errs)
+	}
 	if err != nil {
 		return fmt.Errorf("running policy tests: %w", err)
 	}

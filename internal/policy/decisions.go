@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"k8s.io/apimachinery/pkg/types"
@@ -112,26 +113,61 @@ func (p *Policy) describe(ctx context.Context, d *description, pod *placement.Po
 	return keys, f, nil
 }
 
+// DescribeTimeout bounds each evaluation off the request path (a pod
+// described by the informers, one at a time and once per pod at every
+// policy reload, and Compile's own evaluations of a new bundle): a sane
+// policy takes microseconds, so a few seconds fail only one that loops,
+// which would otherwise hold up every later pod event behind it for good.
+const DescribeTimeout = 3 * time.Second
+
+// offRequest returns ctx cut short after p's DescribeTimeout.
+func (p *Policy) offRequest(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := p.describeTimeout
+	if d <= 0 { // not made by Compile
+		d = DescribeTimeout
+	}
+	return context.WithTimeout(ctx, d)
+}
+
 // Describer adapts DescribePeer to the placement cache's KeyFunc, for the
-// policy that current gives at each call.
+// policy that current gives at each call. Each call is cut short after
+// DescribeTimeout: the informer's context never ends.
 func Describer(current func() *Policy) func(context.Context, *placement.Pod) ([]string, any, error) {
 	return func(ctx context.Context, pod *placement.Pod) ([]string, any, error) {
-		return current().DescribePeer(ctx, pod)
+		p := current()
+		if p == nil {
+			return nil, nil, fmt.Errorf("describing pod %s: %w", pod.Key(), errNoPolicy)
+		}
+		ctx, cancel := p.offRequest(ctx)
+		defer cancel()
+		keys, facts, err := p.DescribePeer(ctx, pod)
+		if err != nil {
+			return nil, nil, fmt.Errorf("describing pod %s: %w", pod.Key(), err)
+		}
+		return keys, facts, nil
 	}
 }
 
 // PendingDescriber adapts DescribePending to placement.Pending, for the
 // policy that current gives at each call, which it names as the describer.
+// Each call is cut short after DescribeTimeout, as Describer's.
 func PendingDescriber(current func() *Policy) placement.DescribeFunc {
 	return func(ctx context.Context, pod *placement.Pod) ([]string, any, any, error) {
 		p := current()
 		if p == nil {
-			return nil, nil, nil, errors.New("no active policy")
+			return nil, nil, nil, fmt.Errorf("describing pod %s: %w", pod.Key(), errNoPolicy)
 		}
+		ctx, cancel := p.offRequest(ctx)
+		defer cancel()
 		keys, facts, err := p.DescribePending(ctx, pod)
-		return keys, facts, p, err
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("describing pod %s: %w", pod.Key(), err)
+		}
+		return keys, facts, p, nil
 	}
 }
+
+var errNoPolicy = errors.New("no active policy")
 
 func decodeKeys(v ast.Value) ([]string, error) {
 	var keys []string
@@ -311,31 +347,31 @@ func (p *Policy) Protected(ctx context.Context, pod *placement.Pod) (bool, error
 
 // smokeTest evaluates every entry point once on a pod and a peer that share
 // all labels, so that runtime errors of a new policy surface at load time.
+// Each is cut short after DescribeTimeout, so that a policy that loops is
+// refused rather than hanging a reload.
 func (p *Policy) smokeTest(ctx context.Context) error {
 	labels := placement.NewLabels(map[string]string{"app.kubernetes.io/name": "sample", "app.kubernetes.io/instance": "sample"})
 	pod := &placement.Pod{Namespace: "default", Name: "sample-0", UID: "sample-0", Labels: labels}
 	peer := &placement.Pod{Namespace: "default", Name: "sample-1", UID: "sample-1", Labels: labels, Node: "node-0"}
-	if _, err := p.PeerKeys(ctx, pod); err != nil {
-		return err
+	in := &Input{Pod: pod, Peers: []*placement.Pod{peer}, Nodes: map[string]map[string]string{"node-0": {}}}
+	steps := []func(context.Context) error{
+		func(ctx context.Context) (err error) { _, err = p.PeerKeys(ctx, pod); return err },
+		func(ctx context.Context) (err error) { _, pod.Facts, err = p.Describe(ctx, pod); return err },
+		func(ctx context.Context) (err error) { _, peer.Facts, err = p.Describe(ctx, peer); return err },
+		func(ctx context.Context) (err error) { _, err = p.Conflicts(ctx, in); return err },
+		func(ctx context.Context) (err error) { _, err = p.Penalties(ctx, in); return err },
+		func(ctx context.Context) (err error) { _, err = p.Unprotected(ctx, pod); return err },
+		func(ctx context.Context) (err error) { _, err = p.Protected(ctx, peer); return err },
 	}
-	for _, x := range []*placement.Pod{pod, peer} {
-		var err error
-		if _, x.Facts, err = p.Describe(ctx, x); err != nil {
+	for _, step := range steps {
+		ctx, cancel := p.offRequest(ctx)
+		err := step(ctx)
+		cancel()
+		if err != nil {
 			return err
 		}
 	}
-	in := &Input{Pod: pod, Peers: []*placement.Pod{peer}, Nodes: map[string]map[string]string{"node-0": {}}}
-	if _, err := p.Conflicts(ctx, in); err != nil {
-		return err
-	}
-	if _, err := p.Penalties(ctx, in); err != nil {
-		return err
-	}
-	if _, err := p.Unprotected(ctx, pod); err != nil {
-		return err
-	}
-	_, err := p.Protected(ctx, peer)
-	return err
+	return nil
 }
 
 // forEachObject visits the objects of rule's result v.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -39,7 +40,9 @@ type live struct {
 	labels LiveLabels
 }
 
-func prepareLive(ctx context.Context, c *ast.Compiler, store storage.Store, defined func(string) bool) (live, error) {
+// prepareLive prepares the live roles rules, if defined, and reads the
+// labels, cut short after timeout.
+func prepareLive(ctx context.Context, c *ast.Compiler, store storage.Store, defined func(string) bool, timeout time.Duration) (live, error) {
 	var l live
 	if !defined(LiveRolesRule) {
 		return l, nil
@@ -56,6 +59,8 @@ func prepareLive(ctx context.Context, c *ast.Compiler, store storage.Store, defi
 	if err != nil {
 		return l, fmt.Errorf("preparing %s: %w", LiveLabelsRule, err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	v, err := eval(ctx, lq, ast.NewObject())
 	if err != nil {
 		return l, fmt.Errorf("evaluating %s: %w", LiveLabelsRule, err)

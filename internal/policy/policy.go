@@ -45,6 +45,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/bundle"
@@ -83,6 +84,9 @@ type Policy struct {
 	// both evaluates conflicts and penalties in one pass (they share the
 	// work of matching the peers, which dominates); nil unless both exist.
 	both *rego.PreparedEvalQuery
+	// describeTimeout bounds each evaluation off the request path (see
+	// DescribeTimeout).
+	describeTimeout time.Duration
 	// claims: whether the bundle defines claims.
 	claims bool
 	// Three views of a pod, each evaluated in one pass with peer_keys: all
@@ -115,20 +119,30 @@ type claimsPart struct {
 // Compile compiles b, prepares its entry points and evaluates each once on a
 // sample input, so that a policy that cannot answer is rejected here rather
 // than on a scheduling request.
+//
+// A bundle that calls a network builtin or opa.runtime is refused (see
+// refusedBuiltin), and each evaluation on the sample, like each description
+// off the request path, is cut short after DescribeTimeout.
 func Compile(ctx context.Context, b *bundle.Bundle) (*Policy, error) {
+	return compile(ctx, b, DescribeTimeout)
+}
+
+// compile is Compile with the deadline of each evaluation off the request
+// path as a parameter, so that tests need not wait seconds for it.
+func compile(ctx context.Context, b *bundle.Bundle, timeout time.Duration) (*Policy, error) {
 	modules := make(map[string]*ast.Module, len(b.Modules))
 	for _, m := range b.Modules {
 		modules[m.Path] = m.Parsed
 	}
-	compiler := ast.NewCompiler()
+	compiler := newCompiler()
 	compiler.Compile(modules)
 	if compiler.Failed() {
-		return nil, fmt.Errorf("compiling policy: %w", compiler.Errors)
+		return nil, compileErrors("compiling policy", compiler.Errors)
 	}
 	// Data is read as Rego values: no conversion per evaluation.
 	store := inmem.NewFromObjectWithOpts(b.Data, inmem.OptReturnASTValuesOnRead(true))
 
-	p := &Policy{revision: revision(b)}
+	p := &Policy{revision: revision(b), describeTimeout: timeout}
 	defined := func(rule string) bool { return len(compiler.GetRules(ast.MustParseRef(rule))) > 0 }
 	if !defined(PeerKeysRule) {
 		return nil, fmt.Errorf("policy defines no rule %s", PeerKeysRule)
@@ -141,7 +155,7 @@ func Compile(ctx context.Context, b *bundle.Bundle) (*Policy, error) {
 		}
 	}
 	if defined(ValidateRule) {
-		if err := validateData(ctx, compiler, store); err != nil {
+		if err := validateData(ctx, compiler, store, timeout); err != nil {
 			return nil, err
 		}
 	}
@@ -175,7 +189,7 @@ func Compile(ctx context.Context, b *bundle.Bundle) (*Policy, error) {
 		}
 		p.both = &pq
 	}
-	if p.live, err = prepareLive(ctx, compiler, store, defined); err != nil {
+	if p.live, err = prepareLive(ctx, compiler, store, defined, timeout); err != nil {
 		return nil, err
 	}
 	p.claims = defined(ClaimsRule)
@@ -256,6 +270,8 @@ func prepare(ctx context.Context, c *ast.Compiler, store storage.Store, term *as
 	return rego.New(
 		rego.ParsedQuery(ast.NewBody(ast.NewExpr(term))),
 		rego.Compiler(c),
+		// The compiler's own, so that the query is held to them too.
+		rego.Capabilities(c.Capabilities()),
 		rego.Store(store),
 		rego.StoreReadAST(true),
 		rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }),
@@ -302,6 +318,11 @@ func eval(ctx context.Context, pq rego.PreparedEvalQuery, input ast.Value) (ast.
 	defer stop()
 	rs, err := pq.Eval(ctx, rego.EvalParsedInput(input), rego.EvalExternalCancel(cancel))
 	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			// OPA's error says only that the caller cancelled: say whether
+			// it was a deadline, for errors.Is and for people.
+			return nil, fmt.Errorf("evaluating the policy: %w: %w", ctxErr, err)
+		}
 		return nil, err
 	}
 	if len(rs) == 0 || len(rs[0].Expressions) == 0 {

@@ -113,7 +113,9 @@ func (w *UnprotectedWatch) check(ctx context.Context, pol *Policy, pod *placemen
 	if done {
 		return
 	}
+	ctx, cancel := pol.offRequest(ctx) // the informer's context never ends
 	why, err := pol.Unprotected(ctx, pod)
+	cancel()
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			w.log.WithError(err).WithField("pod", pod.Key()).Warn("could not tell whether the pod is protected")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/storage"
@@ -19,13 +20,15 @@ const ValidateRule = "data.regosched.validate.errors"
 // maxReportedDataErrors bounds the errors named in a rejection.
 const maxReportedDataErrors = 10
 
-// validateData evaluates ValidateRule once and turns a non-empty answer into
-// an error that names the mistakes.
-func validateData(ctx context.Context, c *ast.Compiler, store storage.Store) error {
+// validateData evaluates ValidateRule once, cut short after timeout, and
+// turns a non-empty answer into an error that names the mistakes.
+func validateData(ctx context.Context, c *ast.Compiler, store storage.Store, timeout time.Duration) error {
 	pq, err := prepare(ctx, c, store, ast.NewTerm(ast.MustParseRef(ValidateRule)))
 	if err != nil {
 		return fmt.Errorf("preparing %s: %w", ValidateRule, err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	v, err := eval(ctx, pq, ast.NewObject())
 	if err != nil {
 		return fmt.Errorf("evaluating %s: %w", ValidateRule, err)
