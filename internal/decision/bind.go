@@ -24,6 +24,15 @@ var ErrRefused = errors.New("refused")
 // errBoundAlready says the pod is bound to the asked node already.
 var errBoundAlready = errors.New("bound already")
 
+// errPolicyChanged says a new policy became active while a bind was judged
+// under the one before: its groups may not be the index's any more.
+var errPolicyChanged = errors.New("the active policy changed while binding")
+
+// maxPolicyChanges bounds how often one bind is judged again because the
+// policy changed under it; reloads are seconds apart, so a second attempt
+// nearly always settles it.
+const maxPolicyChanges = 3
+
 // Bind binds a pod to the node the scheduler chose, after a commit-time
 // check: under the lock of the pod's groups, the pod is judged against the
 // cache plus every placement accepted but not yet seen by the informer. A
@@ -31,28 +40,34 @@ var errBoundAlready = errors.New("bound already")
 // pod back in its queue). An accepted placement is recorded before the API
 // binding is even sent, so the next peer's decision sees it at once.
 func (d *Decider) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) error {
-	pol := d.policies.Load()
-	if pol == nil {
-		return ErrNoPolicy
-	}
 	name := args.PodNamespace + "/" + args.PodName
 	if _, ok := d.placements.NodeLabels(args.Node); !ok {
 		d.binds.WithLabelValues("refused").Inc()
 		return fmt.Errorf("%w: binding %s: node %q is not known to regosched", ErrRefused, name, args.Node)
 	}
-	pod, keys, err := d.bindSubject(ctx, pol, args)
-	if errors.Is(err, errBoundAlready) {
-		d.binds.WithLabelValues("bound").Inc()
-		return nil
-	}
-	if err != nil {
-		d.binds.WithLabelValues("error").Inc()
-		return err
-	}
-
-	placed, err := d.commit(ctx, pol, pod, keys, args)
-	if err != nil {
-		return err
+	var placed *placement.Pod
+	for attempt := 1; ; attempt++ {
+		pol := d.policies.Load()
+		if pol == nil {
+			return ErrNoPolicy
+		}
+		pod, keys, err := d.bindSubject(ctx, pol, args)
+		if errors.Is(err, errBoundAlready) {
+			d.binds.WithLabelValues("bound").Inc()
+			return nil
+		}
+		if err != nil {
+			d.binds.WithLabelValues("error").Inc()
+			return err
+		}
+		placed, err = d.commit(ctx, pol, pod, keys, args)
+		if errors.Is(err, errPolicyChanged) && attempt < maxPolicyChanges {
+			continue // judged again, under the policy now active
+		}
+		if err != nil {
+			return err
+		}
+		break
 	}
 
 	binding := &v1.Binding{
@@ -164,7 +179,9 @@ func (d *Decider) commit(ctx context.Context, pol *policy.Policy, pod *placement
 			return nil, fmt.Errorf("%w: binding %s to %s would break a rule: %s", ErrRefused, pod.Key(), args.Node, joinStrings(here))
 		}
 	}
-	d.placements.Assume(&placed, keys)
+	if !d.placements.Assume(&placed, keys, func() bool { return d.policies.Load() == pol }) {
+		return nil, errPolicyChanged
+	}
 	return &placed, nil
 }
 
@@ -173,10 +190,12 @@ func (d *Decider) commit(ctx context.Context, pol *policy.Policy, pod *placement
 //
 // Filter reserves only pending pods of the profile as the API server has
 // them (isPendingPod), so a reservation of this UID for this namespace and
-// name stands for such a pod; any other bind is checked against the API:
-// the pod exists with this UID, is unbound, and is the profile's.
+// name, made under the active policy, stands for such a pod; any other bind
+// is checked against the API: the pod exists with this UID, is unbound, and
+// is the profile's, and it is described under the active policy.
 func (d *Decider) bindSubject(ctx context.Context, pol *policy.Policy, args *extenderv1.ExtenderBindingArgs) (*placement.Pod, []string, error) {
-	if pod, keys, ok := d.placements.Reserved(args.PodUID); ok && pod.Namespace == args.PodNamespace && pod.Name == args.PodName {
+	if pod, keys, by, ok := d.placements.Reserved(args.PodUID); ok && by == any(pol) &&
+		pod.Namespace == args.PodNamespace && pod.Name == args.PodName {
 		return pod, keys, nil
 	}
 	obj, err := d.opts.Client.CoreV1().Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})

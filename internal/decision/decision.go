@@ -36,12 +36,15 @@ type Placements interface {
 	NodeLabels(name string) (map[string]string, bool)
 	// PodByUID returns a bound or assumed pod that belongs to a group.
 	PodByUID(uid types.UID) (*placement.Pod, bool)
-	// Reserve marks a pod that passed filter as in flight for ttl.
-	Reserve(pod *placement.Pod, keys []string, ttl time.Duration)
-	// Reserved returns an in-flight pod and its keys.
-	Reserved(uid types.UID) (*placement.Pod, []string, bool)
-	// Assume records a pod as bound before the informer reports it.
-	Assume(pod *placement.Pod, keys []string)
+	// Reserve marks a pod that passed filter under policy by as in flight
+	// for ttl.
+	Reserve(pod *placement.Pod, keys []string, ttl time.Duration, by any)
+	// Reserved returns an in-flight pod, its keys and the policy that
+	// decided it.
+	Reserved(uid types.UID) (pod *placement.Pod, keys []string, by any, ok bool)
+	// Assume records a pod as bound before the informer reports it, unless
+	// current (asked under the lock a re-index swaps under) says no.
+	Assume(pod *placement.Pod, keys []string, current func() bool) bool
 	// Unassume takes back an Assume whose binding failed.
 	Unassume(pod *placement.Pod)
 	// ExpireAssumed takes back an Assume after ttl unless the informer has

@@ -43,7 +43,7 @@ func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*e
 		// filter calls back (when in-flight tracking is on): they must not
 		// decide without knowing its node. The record also spares the bind
 		// verb an API read of the pod.
-		d.placements.Reserve(s.pod, s.keys, d.opts.InFlightTTL)
+		d.placements.Reserve(s.pod, s.keys, d.opts.InFlightTTL, s.policy)
 	}
 	return result, nil
 }

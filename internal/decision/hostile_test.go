@@ -88,7 +88,7 @@ func TestForgedFilterLeavesNoReservationBindTrusts(t *testing.T) {
 	if _, err := d.Filter(ctx, &extenderv1.ExtenderArgs{Pod: forged, NodeNames: names("node-1")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, ok := d.placements.Reserved(m1.UID); ok {
+	if _, _, _, ok := d.placements.Reserved(m1.UID); ok {
 		t.Error("the forged filter call left a reservation")
 	}
 	err := d.Bind(ctx, bindArgs(m1, "node-1"))
@@ -107,7 +107,7 @@ func TestForgedFilterLeavesNoReservationBindTrusts(t *testing.T) {
 	if _, err := d.Filter(ctx, &extenderv1.ExtenderArgs{Pod: profilePod(m1, "regosched"), NodeNames: names("node-2")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, ok := d.placements.Reserved(m1.UID); !ok {
+	if _, _, _, ok := d.placements.Reserved(m1.UID); !ok {
 		t.Error("the scheduler's own filter call left no reservation")
 	}
 }

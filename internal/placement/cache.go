@@ -43,14 +43,18 @@ type Cache struct {
 	// onRelabel, if set, is told when a bound pod's labels change.
 	onRelabel func()
 
-	// writeMu serialises writers (informer events and re-indexing), so that a
-	// re-index never overwrites a newer event with an older object.
+	// writeMu serialises writers (informer events, binds and the end of a
+	// re-index), so that a re-index never overwrites a newer event with an
+	// older object.
 	writeMu sync.Mutex
-	// mu guards the maps below for readers.
-	mu     sync.RWMutex
-	byName map[string]*entry          // namespace/name -> entry
-	byUID  map[types.UID]string       // uid -> namespace/name
-	groups map[string]map[string]*Pod // group key -> namespace/name -> pod
+	// dirty, while a re-index builds its index beside this one, collects
+	// the names written meanwhile (guarded by writeMu; nil otherwise).
+	dirty map[string]struct{}
+	// reindexMu lets one re-index run at a time.
+	reindexMu sync.Mutex
+	// mu guards the index and the in-flight maps below for readers.
+	mu sync.RWMutex
+	index
 	// inflight holds pods that passed filter and are not yet seen bound,
 	// also indexed by group key so that a waiter looks at its peers only;
 	// landed is closed (and replaced) whenever a grouped one lands.
@@ -78,6 +82,21 @@ func WithClock(c clock.WithTicker) Option {
 type entry struct {
 	pod  *Pod
 	keys []string
+	// assumed: recorded by the bind verb, not yet seen bound by the informer.
+	assumed bool
+	// origin is the pod given to Assume, which a re-index may have copied.
+	origin *Pod
+}
+
+// index groups the indexed pods for peer look-ups.
+type index struct {
+	byName map[string]*entry          // namespace/name -> entry
+	byUID  map[types.UID]string       // uid -> namespace/name
+	groups map[string]map[string]*Pod // group key -> namespace/name -> pod
+}
+
+func newIndex() index {
+	return index{byName: map[string]*entry{}, byUID: map[types.UID]string{}, groups: map[string]map[string]*Pod{}}
 }
 
 // New builds a cache over the cluster that client talks to. keys tells which
@@ -86,9 +105,7 @@ func New(client kubernetes.Interface, keys KeyFunc, log logrus.FieldLogger, opts
 	c := &Cache{
 		log:           log,
 		clock:         clock.RealClock{},
-		byName:        map[string]*entry{},
-		byUID:         map[types.UID]string{},
-		groups:        map[string]map[string]*Pod{},
+		index:         newIndex(),
 		inflight:      map[types.UID]*inflight{},
 		inflightByKey: map[string]map[types.UID]*inflight{},
 		sweepAt:       minSweep,
@@ -142,12 +159,6 @@ func (c *Cache) HasSynced() bool {
 // WaitForSync blocks until HasSynced or ctx ends; it reports which.
 func (c *Cache) WaitForSync(ctx context.Context) bool {
 	return cache.WaitForCacheSync(ctx.Done(), c.synced...)
-}
-
-// SetKeyFunc replaces the grouping (after a policy change) and re-indexes
-// every cached pod with it before returning.
-func (c *Cache) SetKeyFunc(ctx context.Context, keys KeyFunc) {
-	c.writer().rewrite(ctx, c.pods.GetStore(), func() { c.keyFunc.Store(&keys) })
 }
 
 // writer routes the pod informer's events to the index.
@@ -236,6 +247,7 @@ func (c *Cache) RegisterMetrics(reg prometheus.Registerer) error {
 
 // removeLocked drops p from the index. The caller holds writeMu.
 func (c *Cache) removeLocked(p *podRecord) {
+	c.markDirtyLocked(podKey(p.namespace, p.name))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// A late delete of an earlier incarnation (same name, another UID) must
@@ -251,20 +263,8 @@ func (c *Cache) removeLocked(p *podRecord) {
 // upsertLocked (re)indexes p. The caller holds writeMu.
 func (c *Cache) upsertLocked(ctx context.Context, obj *podRecord) {
 	name := podKey(obj.namespace, obj.name)
-	var keys []string
-	pod := obj.pod()
-	if obj.nodeName != "" && !obj.terminal {
-		var err error
-		// pod is not shared yet: setting Facts keeps Pod values immutable
-		// once published.
-		keys, pod.Facts, err = (*c.keyFunc.Load())(ctx, pod)
-		if err != nil {
-			// The pod is kept out of the index: the policy cannot say which
-			// rules concern it. Logged loudly because it weakens decisions.
-			c.log.WithError(err).WithField("pod", name).Error("computing peer keys; pod not indexed")
-			keys, pod.Facts = nil, nil
-		}
-	}
+	c.markDirtyLocked(name)
+	pod, keys := c.describeRecord(ctx, *c.keyFunc.Load(), obj)
 	c.mu.Lock()
 	old := c.byName[name]
 	c.unindexLocked(name)
@@ -279,18 +279,44 @@ func (c *Cache) upsertLocked(ctx context.Context, obj *podRecord) {
 	}
 }
 
+// describeRecord is the pod of a record with its groups and facts under
+// keys; a pod that is not bound, or that the policy cannot describe, has no
+// group.
+func (c *Cache) describeRecord(ctx context.Context, keys KeyFunc, obj *podRecord) (*Pod, []string) {
+	pod := obj.pod()
+	if obj.nodeName == "" || obj.terminal {
+		return pod, nil
+	}
+	// pod is not shared yet: setting Facts keeps Pod values immutable once
+	// published.
+	groups, facts, err := keys(ctx, pod)
+	if err != nil {
+		// The pod is kept out of the index: the policy cannot say which
+		// rules concern it. Logged loudly because it weakens decisions.
+		c.log.WithError(err).WithField("pod", pod.Key()).Error("computing peer keys; pod not indexed")
+		return pod, nil
+	}
+	pod.Facts = facts
+	return pod, groups
+}
+
 // indexLocked adds a pod to its groups. The caller holds mu.
 func (c *Cache) indexLocked(name string, pod *Pod, keys []string) {
+	c.add(name, pod, keys, false)
+}
+
+// add puts a pod in its groups; a pod without groups is left out.
+func (ix *index) add(name string, pod *Pod, keys []string, assumed bool) {
 	if len(keys) == 0 {
 		return
 	}
-	c.byName[name] = &entry{pod: pod, keys: keys}
-	c.byUID[pod.UID] = name
+	ix.byName[name] = &entry{pod: pod, keys: keys, assumed: assumed}
+	ix.byUID[pod.UID] = name
 	for _, k := range keys {
-		g := c.groups[k]
+		g := ix.groups[k]
 		if g == nil {
 			g = map[string]*Pod{}
-			c.groups[k] = g
+			ix.groups[k] = g
 		}
 		g[name] = pod
 	}
@@ -308,17 +334,20 @@ func (c *Cache) PodByUID(uid types.UID) (*Pod, bool) {
 }
 
 // unindexLocked removes a pod from every group. The caller holds mu.
-func (c *Cache) unindexLocked(name string) {
-	e, ok := c.byName[name]
+func (c *Cache) unindexLocked(name string) { c.remove(name) }
+
+// remove takes a pod out of every group.
+func (ix *index) remove(name string) {
+	e, ok := ix.byName[name]
 	if !ok {
 		return
 	}
-	delete(c.byName, name)
-	delete(c.byUID, e.pod.UID)
+	delete(ix.byName, name)
+	delete(ix.byUID, e.pod.UID)
 	for _, k := range e.keys {
-		delete(c.groups[k], name)
-		if len(c.groups[k]) == 0 {
-			delete(c.groups, k)
+		delete(ix.groups[k], name)
+		if len(ix.groups[k]) == 0 {
+			delete(ix.groups, k)
 		}
 	}
 }

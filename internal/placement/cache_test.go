@@ -545,7 +545,7 @@ func TestCacheKeepsFacts(t *testing.T) {
 			return keys, "v2", errors.New("boom")
 		}
 		return keys, "v2", err
-	})
+	}, nil)
 	if diff := cmp.Diff(map[string]any{"cache-0": "v2"}, facts()); diff != "" {
 		t.Errorf("facts after SetKeyFunc mismatch (-want +got):\n%s", diff)
 	}
@@ -561,7 +561,7 @@ func TestCacheKeyFuncErrorUnindexes(t *testing.T) {
 			return nil, nil, errors.New("boom")
 		}
 		return byInstance(ctx, p)
-	})
+	}, nil)
 	flush(t, c, client)
 	if diff := cmp.Diff([]string{"shop/cache-0"}, names(c.Peers([]string{"shop/cache"}, ""))); diff != "" {
 		t.Errorf("Peers() mismatch (-want +got):\n%s", diff)
@@ -593,7 +593,9 @@ func TestCacheSetKeyFunc(t *testing.T) {
 		}
 		return nil, nil, nil
 	}
-	c.SetKeyFunc(context.Background(), byName)
+	if err := c.SetKeyFunc(context.Background(), byName, nil); err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		key  string

@@ -23,7 +23,7 @@ func TestLateDeleteOfOldIncarnation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c, _ := startCache(t, byInstance, nil)
 			key := []string{"shop/cache"}
-			c.Assume(&Pod{Namespace: "shop", Name: "cache-0", UID: "uid-new", Labels: NewLabels(redis("cache", "replica")), Node: "node-2"}, key)
+			c.Assume(&Pod{Namespace: "shop", Name: "cache-0", UID: "uid-new", Labels: NewLabels(redis("cache", "replica")), Node: "node-2"}, key, nil)
 			w := c.writer()
 			w.mu.Lock()
 			w.remove(&podRecord{namespace: "shop", name: "cache-0", uid: tt.deleteUID, nodeName: "node-1"})

@@ -20,6 +20,7 @@ import (
 type inflight struct {
 	pod     *Pod
 	keys    []string
+	by      any // the policy that decided it
 	expires time.Time
 }
 
@@ -27,15 +28,16 @@ type inflight struct {
 // left for WaitForPeers or a landing to remove.
 const minSweep = 64
 
-// Reserve marks pod (pending, with its groups) in flight for ttl: peers that
-// ask WaitForPeers in the meantime wait until it lands or expires. A pod
-// without groups holds no one back; it is recorded for Reserved alone.
-func (c *Cache) Reserve(pod *Pod, keys []string, ttl time.Duration) {
+// Reserve marks pod (pending, with its groups under the policy by) in
+// flight for ttl: peers that ask WaitForPeers in the meantime wait until it
+// lands or expires. A pod without groups holds no one back; it is recorded
+// for Reserved alone.
+func (c *Cache) Reserve(pod *Pod, keys []string, ttl time.Duration, by any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
 	c.dropInflightLocked(pod.UID)
-	f := &inflight{pod: pod, keys: keys, expires: now.Add(ttl)}
+	f := &inflight{pod: pod, keys: keys, by: by, expires: now.Add(ttl)}
 	c.inflight[pod.UID] = f
 	for _, k := range keys {
 		m := c.inflightByKey[k]
@@ -74,28 +76,40 @@ func (c *Cache) dropInflightLocked(uid types.UID) *inflight {
 	return f
 }
 
-// Reserved returns the pod that Reserve recorded under uid, if still in flight.
-func (c *Cache) Reserved(uid types.UID) (*Pod, []string, bool) {
+// Reserved returns the pod that Reserve recorded under uid, its groups and
+// the policy that decided it, if still in flight.
+func (c *Cache) Reserved(uid types.UID) (pod *Pod, keys []string, by any, ok bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	f, ok := c.inflight[uid]
 	if !ok {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
-	return f.pod, f.keys, true
+	return f.pod, f.keys, f.by, true
 }
 
 // Assume records pod (with Node set) as bound before the informer reports
 // it, and ends its flight. The informer's own report replaces it later.
-func (c *Cache) Assume(pod *Pod, keys []string) {
+// current, when set, is asked under the lock a re-index swaps under: when
+// it says no (the policy pod's keys came from is no longer the one the
+// index is built for), nothing is recorded and Assume returns false.
+func (c *Cache) Assume(pod *Pod, keys []string, current func() bool) bool {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
+	if current != nil && !current() {
+		return false
+	}
+	name := pod.Key()
+	c.markDirtyLocked(name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	name := pod.Key()
 	c.unindexLocked(name)
-	c.indexLocked(name, pod, keys)
+	c.add(name, pod, keys, true)
+	if e, ok := c.byName[name]; ok {
+		e.origin = pod
+	}
 	c.landedLocked(pod.UID)
+	return true
 }
 
 // Unassume takes back an Assume whose binding failed: pod (the very pointer
@@ -104,10 +118,11 @@ func (c *Cache) Assume(pod *Pod, keys []string) {
 func (c *Cache) Unassume(pod *Pod) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
+	name := pod.Key()
+	c.markDirtyLocked(name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	name := pod.Key()
-	if e, ok := c.byName[name]; ok && e.pod == pod {
+	if e, ok := c.byName[name]; ok && e.assumed && e.origin == pod {
 		c.unindexLocked(name)
 	}
 }

@@ -39,8 +39,8 @@ func TestWaitForPeersReturnsAtOnceWithoutPeersInFlight(t *testing.T) {
 	c, _ := startCache(t, byInstance, nil)
 	a, keys := pending("cache-0", "cache")
 	other, otherKeys := pending("other-0", "other")
-	c.Reserve(a, keys, time.Minute)
-	c.Reserve(other, otherKeys, time.Minute)
+	c.Reserve(a, keys, time.Minute, nil)
+	c.Reserve(other, otherKeys, time.Minute, nil)
 
 	// The pod itself, and pods of other groups, never hold it back.
 	if d, p := c.WaitForPeers(context.Background(), keys, a.UID); len(p) != 0 || d > time.Second {
@@ -64,7 +64,7 @@ func TestWaitForPeersUntilTheInformerSeesTheBinding(t *testing.T) {
 	if _, err := client.CoreV1().Pods("shop").Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.Reserve(a, keys, time.Minute)
+	c.Reserve(a, keys, time.Minute, nil)
 
 	done := waitAsync(c, context.Background(), keys, b)
 	select {
@@ -98,7 +98,7 @@ func TestWaitForPeersEndsWithContext(t *testing.T) {
 	c, _ := startCache(t, byInstance, nil)
 	a, keys := pending("cache-0", "cache")
 	b, _ := pending("cache-1", "cache")
-	c.Reserve(a, keys, time.Minute)
+	c.Reserve(a, keys, time.Minute, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	waited, p := c.WaitForPeers(ctx, keys, b.UID)
@@ -119,7 +119,7 @@ func TestInFlightExpires(t *testing.T) {
 	}
 	a, keys := pending("cache-0", "cache")
 	b, _ := pending("cache-1", "cache")
-	c.Reserve(a, keys, 2*time.Second)
+	c.Reserve(a, keys, 2*time.Second, nil)
 
 	done := waitAsync(c, context.Background(), keys, b)
 	eventually(t, "the waiter to arm its timer", clock.HasWaiters)
@@ -147,8 +147,8 @@ func TestAssume(t *testing.T) {
 	c, client := startCache(t, byInstance, nil)
 	a, keys := pending("cache-0", "cache")
 	b, _ := pending("cache-1", "cache")
-	c.Reserve(a, keys, time.Minute)
-	if got, gotKeys, ok := c.Reserved(a.UID); !ok || got != a || !cmp.Equal(keys, gotKeys) {
+	c.Reserve(a, keys, time.Minute, nil)
+	if got, gotKeys, _, ok := c.Reserved(a.UID); !ok || got != a || !cmp.Equal(keys, gotKeys) {
 		t.Fatalf("Reserved() = %v, %v, %v; want the reserved pod and keys", got, gotKeys, ok)
 	}
 
@@ -156,8 +156,8 @@ func TestAssume(t *testing.T) {
 	// event, and is in flight no more.
 	placed := *a
 	placed.Node = "node-1"
-	c.Assume(&placed, keys)
-	if _, _, ok := c.Reserved(a.UID); ok {
+	c.Assume(&placed, keys, nil)
+	if _, _, _, ok := c.Reserved(a.UID); ok {
 		t.Error("Reserved() still finds the pod after Assume")
 	}
 	peers := c.Peers(keys, b.UID)
@@ -193,7 +193,7 @@ func TestDeleteEndsFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	flush(t, c, client)
-	c.Reserve(a, keys, time.Minute)
+	c.Reserve(a, keys, time.Minute, nil)
 	if err := client.CoreV1().Pods("shop").Delete(context.Background(), "cache-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -214,11 +214,11 @@ func TestReservationsOfPodsNeverBoundAreSwept(t *testing.T) {
 		if i%2 == 0 {
 			keys = nil // ungrouped pods are recorded too, for the bind verb
 		}
-		c.Reserve(p, keys, time.Second)
+		c.Reserve(p, keys, time.Second, nil)
 	}
 	clock.Step(2 * time.Second)
 	fresh, keys := pending("cache-0", "cache")
-	c.Reserve(fresh, keys, time.Second)
+	c.Reserve(fresh, keys, time.Second, nil)
 	if got := c.InFlight(); got != 1 {
 		t.Errorf("InFlight() = %d after the sweep, want 1 (the fresh reservation)", got)
 	}

@@ -49,8 +49,8 @@ type Remote struct {
 	Insecure bool
 	Options  Options
 	Active   *Active
-	// Activate is called with each new policy after it is stored.
-	Activate func(context.Context, *Policy)
+	// Activate, when set, makes each new policy active (see Watcher.Activate).
+	Activate func(ctx context.Context, p *Policy, store func())
 	Log      logrus.FieldLogger
 
 	client rest.Client

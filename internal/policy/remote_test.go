@@ -163,7 +163,7 @@ func startRemote(t *testing.T, srv *bundleServer, tweak func(*Remote)) *remoteFi
 		URL: hs.URL + "/bundles/regosched.tar.gz", MinDelay: time.Second, MaxDelay: time.Second,
 		Insecure: true, // httptest serves plain http
 		Active:   active, Log: log,
-		Activate: func(_ context.Context, p *Policy) { f.activated <- p.Revision() },
+		Activate: func(_ context.Context, p *Policy, store func()) { store(); f.activated <- p.Revision() },
 	}
 	if tweak != nil {
 		tweak(f.remote)

@@ -25,9 +25,12 @@ type Watcher struct {
 	// Options are the checks a bundle must pass (signature, tests).
 	Options Options
 	Active  *Active
-	// Activate is called with each new policy after it is stored, e.g. to
-	// re-index the placement cache under its peer_keys.
-	Activate func(context.Context, *Policy)
+	// Activate, when set, makes each new policy active: it builds what
+	// depends on the policy (the placement index under its peer_keys) and
+	// calls store, so that both take effect together. A nil store call
+	// leaves the old policy active. Without Activate the policy is stored
+	// at once.
+	Activate func(ctx context.Context, p *Policy, store func())
 	Log      logrus.FieldLogger
 	// Loaded is the Fingerprint of Path taken just before the active policy
 	// was loaded from it, so that a change made between that load and Run
@@ -89,13 +92,20 @@ func (w *Watcher) reload(ctx context.Context, loaded *string, fp string) {
 
 func (w *Watcher) fail(err error) { reject(w.Active, err, w.Log) }
 
-// activate makes p the active policy, then lets fn re-index for it.
-func activate(ctx context.Context, a *Active, p *Policy, fn func(context.Context, *Policy), log logrus.FieldLogger) {
-	a.Store(p)
-	a.Replaced()
+// activate makes p the active policy, through fn when set.
+func activate(ctx context.Context, a *Active, p *Policy, fn func(context.Context, *Policy, func()), log logrus.FieldLogger) {
+	stored := false
+	store := func() { a.Store(p); stored = true }
 	if fn != nil {
-		fn(ctx, p)
+		fn(ctx, p, store)
+	} else {
+		store()
 	}
+	if !stored {
+		log.WithField("revision", p.Revision()).Warn("policy bundle not activated (shutting down?)")
+		return
+	}
+	a.Replaced()
 	log.WithField("revision", p.Revision()).Info("policy bundle reloaded")
 }
 

@@ -86,7 +86,7 @@ func watch(t *testing.T, path string) (*Active, <-chan string) {
 	activated := make(chan string, 10)
 	log, _ := logtest.NewNullLogger()
 	w := &Watcher{Path: path, Interval: 20 * time.Millisecond, Active: active, Log: log, Loaded: loadedFP,
-		Activate: func(_ context.Context, p *Policy) { activated <- p.Revision() }}
+		Activate: func(_ context.Context, p *Policy, store func()) { store(); activated <- p.Revision() }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()

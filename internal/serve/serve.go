@@ -334,10 +334,14 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}()
 
-	// A new policy may group pods differently: index them again, and
-	// describe the pending pods again under it.
-	reindex := func(ctx context.Context, _ *policy.Policy) {
-		cache.SetKeyFunc(ctx, keys)
+	// A new policy may group pods differently: the cache builds its index
+	// under the new policy beside the old one and swaps index and policy
+	// together; the pending pods are then described again under it.
+	reindex := func(ctx context.Context, p *policy.Policy, store func()) {
+		if err := cache.SetKeyFunc(ctx, policy.Describer(func() *policy.Policy { return p }), store); err != nil {
+			log.WithError(err).Warn("policy not activated")
+			return
+		}
 		if pending != nil {
 			pending.SetDescribeFunc(ctx, describePending)
 		}

@@ -261,9 +261,11 @@ func TestPolicySwapUnderLoad(t *testing.T) {
 			}
 			active.Failed(err, time.Now())
 		default:
-			active.Store(compiled[rev])
+			next := compiled[rev]
+			if err := cache.SetKeyFunc(ctx, policy.Describer(func() *policy.Policy { return next }), func() { active.Store(next) }); err != nil {
+				t.Fatal(err)
+			}
 			active.Replaced()
-			cache.SetKeyFunc(ctx, keys)
 		}
 		if rev := active.Status().Revision; compiled[rev] == nil {
 			t.Errorf("active revision %q after swap %d, want a good one", rev, i)

@@ -1,0 +1,119 @@
+package decision
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/placement"
+	"github.com/regosched/regosched/internal/policy"
+)
+
+// switchable is the active policy, replaced as a reload does.
+type switchable struct{ p atomic.Pointer[policy.Policy] }
+
+func (s *switchable) Load() *policy.Policy { return s.p.Load() }
+
+// variantPolicy is the default policy with edit applied to its data.json.
+func variantPolicy(t *testing.T, edit func(string) string) *policy.Policy {
+	t.Helper()
+	src := regosched.DefaultPolicy()
+	mfs := fstest.MapFS{}
+	err := fs.WalkDir(src, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		raw, err := fs.ReadFile(src, p)
+		if err != nil {
+			return err
+		}
+		if strings.HasSuffix(p, "config/data.json") {
+			raw = []byte(edit(string(raw)))
+		}
+		mfs[p] = &fstest.MapFile{Data: raw}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := policy.LoadFS(mfs, "variant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.Compile(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestBindAfterAReloadJudgesUnderTheNewPolicy: a pod passes filter under a
+// policy that does not group it, then a reload groups it with a master
+// already bound on the node. Bind must not trust the reservation the old
+// policy made (its groups are not the index's any more): judged under the
+// new policy, the bind is refused.
+func TestBindAfterAReloadJudgesUnderTheNewPolicy(t *testing.T) {
+	ctx := context.Background()
+	// Under old, no Redis workload matches: no rule, no group.
+	old := variantPolicy(t, func(s string) string {
+		return strings.Replace(s, `"app.kubernetes.io/name": "redis"`, `"app.kubernetes.io/name": "not-redis"`, 1)
+	})
+	current := defaultPolicy(t)
+	active := &switchable{}
+	active.p.Store(old)
+
+	bound := redis("cache-0-master", "master", "0", "node-1", 0)
+	pending := redis("cache-1-master", "master", "1", "", 0)
+	objs := []runtime.Object{podObject(bound), &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-2"}}}
+	client := fake.NewClientset(objs...)
+	createPending(t, client, pending)
+	log, _ := logtest.NewNullLogger()
+	cache, err := placement.New(client, policy.Describer(active.Load), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(func() { cancel(); cache.Shutdown() })
+	cache.Start(cctx)
+	if !cache.WaitForSync(cctx) {
+		t.Fatal("cache did not sync")
+	}
+	d, err := New(cache, active, log, prometheus.NewRegistry(), Options{Client: client, MaxWait: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := d.Filter(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(pending), NodeNames: names("node-1", "node-2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *res.NodeNames; len(got) != 2 {
+		t.Fatalf("filter under the old policy kept %v, want both nodes", got)
+	}
+
+	// The reload: index and policy swap together.
+	if err := cache.SetKeyFunc(ctx, policy.Describer(func() *policy.Policy { return current }), func() { active.p.Store(current) }); err != nil {
+		t.Fatal(err)
+	}
+	err = d.Bind(ctx, bindArgs(pending, "node-1"))
+	if !errors.Is(err, ErrRefused) {
+		t.Fatalf("Bind() after the reload = %v, want ErrRefused (two masters of cache on node-1)", err)
+	}
+	if got := nodeOf(t, client, pending); got != "" {
+		t.Errorf("pod bound to %q, want unbound", got)
+	}
+}

@@ -1,0 +1,113 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+)
+
+// SetKeyFunc re-indexes every cached pod under keys (a new policy's
+// grouping) and then makes keys the cache's grouping. The new index is
+// built beside the one in use, which keeps serving peers and taking
+// informer events and binds meanwhile; pods written during the build are
+// described again at the end, and the new index, keys and whatever activate
+// does (storing the new policy) take effect together, under the locks that
+// readers and writers take. Writers wait only for that end, never for the
+// whole build. It returns an error, and changes nothing, when ctx ends
+// first.
+func (c *Cache) SetKeyFunc(ctx context.Context, keys KeyFunc, activate func()) error {
+	c.reindexMu.Lock()
+	defer c.reindexMu.Unlock()
+
+	c.writeMu.Lock()
+	c.dirty = map[string]struct{}{}
+	assumed := c.assumedLocked()
+	c.writeMu.Unlock()
+	stopTracking := func() {
+		c.writeMu.Lock()
+		c.dirty = nil
+		c.writeMu.Unlock()
+	}
+
+	next := newIndex()
+	for _, obj := range c.pods.GetStore().List() {
+		if ctx.Err() != nil {
+			stopTracking()
+			return fmt.Errorf("re-indexing pods: %w", ctx.Err())
+		}
+		if r, ok := obj.(*podRecord); ok {
+			pod, groups := c.describeRecord(ctx, keys, r)
+			next.add(pod.Key(), pod, groups, false)
+		}
+	}
+	for _, e := range assumed {
+		c.describeAssumed(ctx, &next, keys, e)
+	}
+
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	store := c.pods.GetStore()
+	for name := range c.dirty {
+		next.remove(name)
+		if obj, ok, err := store.GetByKey(name); err == nil && ok {
+			if r, ok := obj.(*podRecord); ok {
+				pod, groups := c.describeRecord(ctx, keys, r)
+				next.add(name, pod, groups, false)
+			}
+			continue
+		}
+		c.mu.RLock()
+		e, ok := c.byName[name]
+		c.mu.RUnlock()
+		if ok && e.assumed {
+			c.describeAssumed(ctx, &next, keys, e)
+		}
+	}
+	c.dirty = nil
+	c.keyFunc.Store(&keys)
+	c.mu.Lock()
+	c.index = next
+	if activate != nil {
+		activate()
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// assumedLocked returns the pods the bind verb recorded and the informer
+// has not reported yet. The caller holds writeMu.
+func (c *Cache) assumedLocked() []*entry {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []*entry
+	for _, e := range c.byName {
+		if e.assumed {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// describeAssumed adds an assumed pod to ix as keys groups it. The pod is
+// copied (published Pod values are never modified) and keeps the pointer
+// Assume was given, which Unassume names it by.
+func (c *Cache) describeAssumed(ctx context.Context, ix *index, keys KeyFunc, e *entry) {
+	pod := *e.pod
+	groups, facts, err := keys(ctx, &pod)
+	if err != nil {
+		c.log.WithError(err).WithField("pod", pod.Key()).Error("computing peer keys of an assumed pod; pod not indexed")
+		return
+	}
+	pod.Facts = facts
+	ix.add(pod.Key(), &pod, groups, true)
+	if n, ok := ix.byName[pod.Key()]; ok {
+		n.origin = e.origin
+	}
+}
+
+// markDirtyLocked notes that name was written while a re-index builds its
+// index. The caller holds writeMu.
+func (c *Cache) markDirtyLocked(name string) {
+	if c.dirty != nil {
+		c.dirty[name] = struct{}{}
+	}
+}
