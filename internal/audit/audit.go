@@ -291,6 +291,9 @@ func (a *Auditor) pass(ctx context.Context, pol *policy.Policy) ([]collected, in
 // to described.
 func (a *Auditor) judge(ctx context.Context, pol *policy.Policy, pod *placement.Pod,
 	described map[*placement.Pod]description, byKey map[pairKey]*found) error {
+	// Off the request path, nothing else bounds a policy that loops.
+	ctx, cancel := context.WithTimeout(ctx, policy.DescribeTimeout)
+	defer cancel()
 	self := *pod // ours to change: cached pods are shared and immutable
 	self.Node, self.Facts = "", nil
 	d, ok := a.described[pod]

@@ -258,7 +258,10 @@ func (c *Controller) source(ctx context.Context, pol *policy.Policy, pod *corev1
 	if ok && cl.policy == pol && maps.Equal(cl.labels, pod.Labels) {
 		return cl.source
 	}
-	sources, err := pol.LiveRoles(ctx, placement.PodFromObject(pod))
+	// Off the request path, nothing else bounds a policy that loops.
+	ectx, cancel := context.WithTimeout(ctx, policy.DescribeTimeout)
+	sources, err := pol.LiveRoles(ectx, placement.PodFromObject(pod))
+	cancel()
 	if err != nil {
 		c.cfg.Log.WithError(err).WithField("pod", pod.Namespace+"/"+pod.Name).Warn("cannot tell whether to ask the pod for its role")
 		return nil
