@@ -20,14 +20,17 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
+	"github.com/regosched/regosched/internal/leader"
 	ls "github.com/regosched/regosched/internal/localstack"
 )
 
 // Two replicas over mutual TLS with --leader-elect and --health-listen, as
 // deploy/tls/ha runs them: on the plain health port, which needs no client
-// certificate, exactly one replica is ready and the standby says why not;
-// the health port serves no verb; the main port still refuses a client
-// without a certificate and lets the leader decide for one with it.
+// certificate, both replicas are ready (a standby is Ready too, so that
+// rollouts and drains proceed); the health port serves no verb; the verb
+// port serves nothing but the verbs (no /readyz, /metrics or /version
+// there), refuses a client without a certificate, and lets the leader
+// alone decide for one with it, the standby answering 503 "not the leader".
 func TestHealthPortNextToMutualTLS(t *testing.T) {
 	ctx := t.Context()
 	files, err := stack.TLSFiles()
@@ -66,34 +69,37 @@ func TestHealthPortNextToMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Settled: one replica ready, the other synced but not leading (before
-	// its cache syncs, a standby gives that as its reason instead).
-	leader := -1
+	// Settled: both ready on their health ports, one deciding over mutual
+	// TLS, the other refusing as a standby.
+	lead := -1
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, takeoverTimeout, true, func(context.Context) (bool, error) {
-		var ready, standing []int
+		var ready, leading, standing []int
 		for i, r := range replicas {
-			code, body, _ := call(ctx, nil, http.MethodGet, r.health+"/readyz")
+			if code, _, _ := call(ctx, nil, http.MethodGet, r.health+"/readyz"); code == http.StatusOK {
+				ready = append(ready, i)
+			}
+			code, body, _ := call(ctx, withCert, http.MethodPost, r.main+"/scheduler/filter")
 			switch {
 			case code == http.StatusOK:
-				ready = append(ready, i)
+				leading = append(leading, i)
 			case code == http.StatusServiceUnavailable && strings.Contains(body, "not the leader"):
 				standing = append(standing, i)
 			}
 		}
-		if len(ready) > 1 {
-			return false, fmt.Errorf("replicas %v ready at once", ready)
+		if len(leading) > 1 {
+			return false, fmt.Errorf("replicas %v decide at once", leading)
 		}
-		if len(ready) == 1 {
-			leader = ready[0]
+		if len(leading) == 1 {
+			lead = leading[0]
 		}
-		return len(ready) == 1 && len(standing) == 1, nil
+		return len(ready) == 2 && len(leading) == 1 && len(standing) == 1, nil
 	})
 	if err != nil {
 		dump()
-		t.Fatalf("waiting for one ready replica on the health ports: %v", err)
+		t.Fatalf("waiting for two ready replicas, one leading: %v", err)
 	}
-	standby := replicas[1-leader]
-	t.Logf("replica %d leads", leader)
+	standby := replicas[1-lead]
+	t.Logf("replica %d leads", lead)
 
 	tests := []struct {
 		name       string
@@ -104,12 +110,19 @@ func TestHealthPortNextToMutualTLS(t *testing.T) {
 		wantBody   string
 	}{
 		{"standby healthz, plain", nil, http.MethodGet, standby.health + "/healthz", http.StatusOK, `"status":"ok"`},
-		{"standby readyz says why not, plain", nil, http.MethodGet, standby.health + "/readyz", http.StatusServiceUnavailable, "not the leader"},
-		{"leader metrics, plain", nil, http.MethodGet, replicas[leader].health + "/metrics", http.StatusOK, "regosched_cached_nodes"},
-		{"no filter on the health port", nil, http.MethodPost, replicas[leader].health + "/scheduler/filter", http.StatusNotFound, "no such endpoint"},
-		{"no bind on the health port", nil, http.MethodPost, replicas[leader].health + "/scheduler/bind", http.StatusNotFound, "no such endpoint"},
-		{"leader filter over mutual TLS", withCert, http.MethodPost, replicas[leader].main + "/scheduler/filter", http.StatusOK, `"NodeNames":["node-01"]`},
+		{"standby ready, plain", nil, http.MethodGet, standby.health + "/readyz", http.StatusOK, `"status":"ok"`},
+		{"leader ready, plain", nil, http.MethodGet, replicas[lead].health + "/readyz", http.StatusOK, `"status":"ok"`},
+		{"leader metrics, plain", nil, http.MethodGet, replicas[lead].health + "/metrics", http.StatusOK, "regosched_cached_nodes"},
+		{"standby metrics, plain", nil, http.MethodGet, standby.health + "/metrics", http.StatusOK, "regosched_cached_nodes"},
+		{"version, plain", nil, http.MethodGet, standby.health + "/version", http.StatusOK, `"version"`},
+		{"no filter on the health port", nil, http.MethodPost, replicas[lead].health + "/scheduler/filter", http.StatusNotFound, "no such endpoint"},
+		{"no bind on the health port", nil, http.MethodPost, replicas[lead].health + "/scheduler/bind", http.StatusNotFound, "no such endpoint"},
+		{"leader filter over mutual TLS", withCert, http.MethodPost, replicas[lead].main + "/scheduler/filter", http.StatusOK, `"NodeNames":["node-01"]`},
 		{"standby filter over mutual TLS", withCert, http.MethodPost, standby.main + "/scheduler/filter", http.StatusServiceUnavailable, "not the leader"},
+		{"no metrics on the verb port", withCert, http.MethodGet, replicas[lead].main + "/metrics", http.StatusNotFound, "no such endpoint"},
+		{"no version on the verb port", withCert, http.MethodGet, replicas[lead].main + "/version", http.StatusNotFound, "no such endpoint"},
+		{"no readyz on the verb port", withCert, http.MethodGet, replicas[lead].main + "/readyz", http.StatusNotFound, "no such endpoint"},
+		{"no healthz on the verb port", withCert, http.MethodGet, standby.main + "/healthz", http.StatusNotFound, "no such endpoint"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,7 +145,9 @@ func TestHealthPortNextToMutualTLS(t *testing.T) {
 
 // deploy/tls/ha (deploy/ha plus the mutual TLS component) is accepted by
 // the API server and keeps what both overlays need: two replicas,
-// --leader-elect, the TLS flags, and probes on the plain health port.
+// --leader-elect with the pod's name for the leader label, the TLS flags,
+// probes on the plain health port, and a Service that selects the leader's
+// label on the TLS port.
 func TestDeployTLSHAOverlay(t *testing.T) {
 	ctx := t.Context()
 	dir := filepath.Join(stack.RepoRoot(), "deploy/tls/ha")
@@ -158,17 +173,29 @@ func TestDeployTLSHAOverlay(t *testing.T) {
 	t.Logf("kubectl apply --dry-run=server -k deploy/tls/ha:\n%s", out)
 
 	var ext *appsv1.Deployment
+	var svc *corev1.Service
 	for _, doc := range strings.Split(string(rendered), "\n---\n") {
-		var d appsv1.Deployment
-		if err := yaml.Unmarshal([]byte(doc), &d); err != nil {
+		var o object
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
 			t.Fatalf("parsing rendered manifests: %v", err)
 		}
-		if d.Kind == "Deployment" && d.Name == "regosched" {
-			ext = &d
+		switch {
+		case o.Kind == "Deployment" && o.Metadata.Name == "regosched":
+			ext = &appsv1.Deployment{}
+			err = yaml.Unmarshal([]byte(doc), ext)
+		case o.Kind == "Service" && o.Metadata.Name == "regosched":
+			svc = &corev1.Service{}
+			err = yaml.Unmarshal([]byte(doc), svc)
+		}
+		if err != nil {
+			t.Fatalf("parsing %s %s: %v", o.Kind, o.Metadata.Name, err)
 		}
 	}
-	if ext == nil {
-		t.Fatal("no Deployment regosched in deploy/tls/ha")
+	if ext == nil || svc == nil {
+		t.Fatal("no Deployment or no Service regosched in deploy/tls/ha")
+	}
+	if svc.Spec.Selector[leader.Label] != "true" || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.String() != "https" {
+		t.Errorf("Service selects %v on ports %+v, want the leader label and targetPort https", svc.Spec.Selector, svc.Spec.Ports)
 	}
 	if ext.Spec.Replicas == nil || *ext.Spec.Replicas != 2 {
 		t.Errorf("replicas = %v, want 2", ext.Spec.Replicas)
@@ -189,6 +216,15 @@ func TestDeployTLSHAOverlay(t *testing.T) {
 	}
 	if p := probeOf(c.ReadinessProbe); p != nil && p.path != "/readyz" {
 		t.Errorf("readiness probe path %s, want /readyz", p.path)
+	}
+	podName := false
+	for _, e := range c.Env {
+		if e.Name == "POD_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name" {
+			podName = true
+		}
+	}
+	if !podName {
+		t.Errorf("env %+v lacks POD_NAME from metadata.name, which --pod-name defaults to", c.Env)
 	}
 }
 

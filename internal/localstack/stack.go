@@ -114,6 +114,9 @@ type Stack struct {
 	extender  *localcluster.Process // nil while stopped
 	scheduler *localcluster.Process
 
+	kcmMu sync.Mutex            // held while ControllerManager starts one
+	kcm   *localcluster.Process // guarded by kcmMu; nil until ControllerManager
+
 	stopOnce sync.Once
 }
 

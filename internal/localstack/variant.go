@@ -110,14 +110,21 @@ func (r *Replica) LogTail(n int) string { return tail(r.LogPath, n) }
 // StartReplica starts one more regosched from the stack's binary and
 // kubeconfig, on a port of its own, with args added to serve's (e.g.
 // "--leader-elect"). No scheduler calls it. It does not wait for
-// readiness: a replica that is not the leader is never ready. name names
-// its log file in the cluster folder; Stop the replica or the stack.
+// readiness, which takes a moment (the caches sync first; with
+// --leader-elect every synced replica is ready, leader or not, while only
+// the leader answers the verbs). name names its log file in the cluster
+// folder; Stop the replica or the stack.
 func (s *Stack) StartReplica(ctx context.Context, name string, args ...string) (*Replica, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	return s.StartReplicaAt(ctx, name, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), args...)
+}
+
+// StartReplicaAt is StartReplica on a given address (host:port), e.g. the
+// port a test declared in a Pod object before starting its process.
+func (s *Stack) StartReplicaAt(ctx context.Context, name, listen string, args ...string) (*Replica, error) {
 	all := append([]string{"serve",
 		"--listen", listen,
 		"--kubeconfig", s.cluster.KubeconfigPath(),
