@@ -19,12 +19,12 @@ import (
 
 // takeoverTimeout bounds a standby's take-over after the leader died
 // without releasing its Lease: the Lease lasts 15 s from its last renewal
-// (every 2 s), which a standby, trying every 2 s with up to 20 % jitter,
-// counts from when it saw it.
+// (every 2 s), which a standby, trying every 2 to 4.4 s (client-go's
+// jitter factor 1.2), counts from when it saw it.
 const takeoverTimeout = 30 * time.Second
 
 // handoverTimeout bounds a take-over after the leader released its Lease on
-// SIGTERM: the standby's next try (within 2.4 s) finds it free, far sooner
+// SIGTERM: the standby's next try (within 4.4 s) finds it free, far sooner
 // than the 15 s a lapse takes.
 const handoverTimeout = 8 * time.Second
 
@@ -156,7 +156,7 @@ func TestLeaderElectionBothReadyLabelFollowsLeader(t *testing.T) {
 		t.Errorf("Lease %s still held by %s once the leader exited on SIGTERM: not released", k.lease, holder)
 	}
 	// It took its label along: no pod is labelled until the other leads
-	// (its next try for the Lease comes up to 2.4 s later).
+	// (its next try for the Lease comes up to 4.4 s later).
 	if s, err := k.state(ctx, ""); err != nil || len(s.labelled) != 0 && !one(s.labelled, lead) {
 		t.Errorf("once the leader exited on SIGTERM: %s (%v); want no pod labelled, or %s if it already leads", s, err, lead)
 	}
