@@ -42,6 +42,7 @@ func auditTo(args []string, stdout, stderr io.Writer) (violations bool, err erro
 	fs.SetOutput(stderr)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)")
 	policyPath := fs.String("policy", "", "OPA bundle directory or .tar.gz (default: the embedded policy of rego/)")
+	policyData := fs.String("policy-data", "", "JSON object merged into the policy's data.regosched.config, as serve's --policy-data")
 	outputFlag := fs.String("o", "table", "output format: table or json")
 	timeout := fs.Duration("timeout", audit.DefaultSyncTimeout, "how long to wait for the API server and the initial lists of pods and nodes")
 	level := fs.String("log-level", "warn", "log level of the placement cache and the audit (to standard error)")
@@ -65,7 +66,7 @@ func auditTo(args []string, stdout, stderr io.Writer) (violations bool, err erro
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	pol, _, err := explain.LoadPolicy(ctx, *policyPath, regosched.DefaultPolicy())
+	pol, _, err := explain.LoadPolicy(ctx, *policyPath, *policyData, regosched.DefaultPolicy())
 	if err != nil {
 		return false, err
 	}

@@ -25,6 +25,7 @@ func runExplain(args []string) error {
 	podFile := fs.String("f", "", "pod manifest, YAML or JSON (- for standard input); required")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)")
 	policyPath := fs.String("policy", "", "OPA bundle directory or .tar.gz (default: the embedded policy of rego/)")
+	policyData := fs.String("policy-data", "", "JSON object merged into the policy's data.regosched.config, as serve's --policy-data")
 	outputFlag := fs.String("o", "table", "output format: table or json")
 	timeout := fs.Duration("timeout", explain.DefaultSyncTimeout, "how long to wait for the API server and the initial lists of pods and nodes")
 	level := fs.String("log-level", "warn", "log level of the placement cache and decisions (to standard error)")
@@ -55,7 +56,7 @@ func runExplain(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	pol, source, err := explain.LoadPolicy(ctx, *policyPath, regosched.DefaultPolicy())
+	pol, source, err := explain.LoadPolicy(ctx, *policyPath, *policyData, regosched.DefaultPolicy())
 	if err != nil {
 		return err
 	}

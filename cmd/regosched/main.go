@@ -81,6 +81,7 @@ func runServe(args []string) error {
 	fs.StringVar(&opts.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)")
 	fs.StringVar(&opts.PolicyPath, "policy", "", "OPA bundle directory, .tar.gz, or http(s) URL of a bundle on a bundle server (default: the embedded policy of rego/)")
 	fs.DurationVar(&opts.PolicyPoll, "policy-poll", 2*time.Second, "how often a --policy directory or .tar.gz is checked for changes; a change is loaded once it has held still for one interval (0: never reload)")
+	fs.StringVar(&opts.PolicyData, "policy-data", "", "JSON object merged into the policy's data.regosched.config (objects merge key by key, null removes a key): change the default policy's workloads and label schemes without building a bundle; watched with --policy-poll; refused with --policy-verification-key")
 	fs.DurationVar(&opts.Bundles.MinDelay, "policy-min-delay", 10*time.Second, "http(s) --policy: shortest wait between polls (whole seconds)")
 	fs.DurationVar(&opts.Bundles.MaxDelay, "policy-max-delay", 20*time.Second, "http(s) --policy: longest wait between polls, and between retries after a failed download (whole seconds)")
 	fs.DurationVar(&opts.Bundles.LongPollingTimeout, "policy-long-polling-timeout", 0, "http(s) --policy: ask the server to hold each poll open until the bundle changes, at most this long, if it supports long polling (0: off)")

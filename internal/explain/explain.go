@@ -244,9 +244,11 @@ type fixedPolicy struct{ p *policy.Policy }
 func (f fixedPolicy) Load() *policy.Policy { return f.p }
 
 // LoadPolicy loads and compiles the bundle at path (a directory or
-// .tar.gz), or the embedded default when path is empty, as `regosched
-// serve` does. It returns the policy and the source to report.
-func LoadPolicy(ctx context.Context, path string, embedded fs.FS) (*policy.Policy, string, error) {
+// .tar.gz), or the embedded default when path is empty, with the data
+// overlay dataFile merged in when set, as `regosched serve` does. It
+// returns the policy and the source to report.
+func LoadPolicy(ctx context.Context, path, dataFile string, embedded fs.FS) (*policy.Policy, string, error) {
+	opts := policy.Options{DataFile: dataFile}
 	var (
 		b      *bundle.Bundle
 		err    error
@@ -254,14 +256,14 @@ func LoadPolicy(ctx context.Context, path string, embedded fs.FS) (*policy.Polic
 	)
 	if path == "" {
 		source = "embedded"
-		b, err = policy.LoadFS(embedded, "embedded default policy")
+		b, err = opts.LoadFS(embedded, "embedded default policy")
 	} else {
-		b, err = policy.Load(path)
+		b, err = opts.Load(path)
 	}
 	if err != nil {
 		return nil, source, err
 	}
-	pol, err := policy.Compile(ctx, b)
+	pol, err := opts.Compile(ctx, b)
 	if err != nil {
 		return nil, source, fmt.Errorf("policy %s: %w", source, err)
 	}

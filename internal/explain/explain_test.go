@@ -63,7 +63,7 @@ func redis(ns, name, role, shard, node string, prio int32) *corev1.Pod {
 
 func defaultPolicy(t *testing.T) *policy.Policy {
 	t.Helper()
-	pol, source, err := LoadPolicy(context.Background(), "", regosched.DefaultPolicy())
+	pol, source, err := LoadPolicy(context.Background(), "", "", regosched.DefaultPolicy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,14 +302,14 @@ func TestExplainAPIErrors(t *testing.T) {
 
 func TestLoadPolicy(t *testing.T) {
 	ctx := context.Background()
-	if _, _, err := LoadPolicy(ctx, filepath.Join(t.TempDir(), "missing"), regosched.DefaultPolicy()); !errors.Is(err, os.ErrNotExist) {
+	if _, _, err := LoadPolicy(ctx, filepath.Join(t.TempDir(), "missing"), "", regosched.DefaultPolicy()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("LoadPolicy(missing) error = %v, want not-exist", err)
 	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "broken.rego"), []byte("package regosched\npeer_keys contains k if {"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, source, err := LoadPolicy(ctx, dir, regosched.DefaultPolicy())
+	_, source, err := LoadPolicy(ctx, dir, "", regosched.DefaultPolicy())
 	if err == nil || source != dir {
 		t.Errorf("LoadPolicy(broken) = %q, %v, want an error for %s", source, err, dir)
 	}

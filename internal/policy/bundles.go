@@ -36,6 +36,10 @@ type Options struct {
 	// refused before anything is allocated for it; 0 means
 	// DefaultBundleSizeLimit.
 	SizeLimitBytes int64
+	// DataFile, when set, is a JSON object merged into every bundle's
+	// data.regosched.config before it is compiled (see withDataOverlay):
+	// the default policy's settings changed without building a bundle.
+	DataFile string
 }
 
 // DefaultBundleSizeLimit is the default of Options.SizeLimitBytes: far above
@@ -127,6 +131,16 @@ func readLimited(loader bundle.DirectoryLoader, name string, limit int64, vc *bu
 // tests them (see Compile) and, with RunTests, runs b's tests against the
 // whole bundle.
 func (o Options) Compile(ctx context.Context, b *bundle.Bundle) (*Policy, error) {
+	if o.DataFile != "" {
+		limit := o.SizeLimitBytes
+		if limit <= 0 {
+			limit = DefaultBundleSizeLimit
+		}
+		var err error
+		if b, err = withDataOverlay(b, o.DataFile, limit); err != nil {
+			return nil, err
+		}
+	}
 	decisions, tests := splitTests(b)
 	p, err := Compile(ctx, decisions)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/sirupsen/logrus"
 )
 
@@ -20,7 +21,10 @@ import (
 // that fails to load, compile or pass its smoke test never replaces the
 // active policy.
 type Watcher struct {
+	// Path is the bundle directory or .tar.gz; when empty, FS is the bundle
+	// (the embedded default policy) and only Options.DataFile is watched.
 	Path     string
+	FS       fs.FS
 	Interval time.Duration
 	// Options are the checks a bundle must pass (signature, tests).
 	Options Options
@@ -42,7 +46,7 @@ type Watcher struct {
 func (w *Watcher) Run(ctx context.Context) {
 	loaded := w.Loaded
 	if loaded == "" {
-		loaded, _ = Fingerprint(w.Path)
+		loaded, _ = w.fingerprint()
 	}
 	pending := ""
 	ticker := time.NewTicker(w.Interval)
@@ -53,12 +57,12 @@ func (w *Watcher) Run(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
-		fp, err := Fingerprint(w.Path)
+		fp, err := w.fingerprint()
 		if err != nil {
 			// Reported once per distinct error, not at every poll.
 			if gone := "error: " + err.Error(); gone != loaded {
 				loaded = gone
-				w.fail(fmt.Errorf("reading policy bundle %s: %w", w.Path, err))
+				w.fail(err)
 			}
 			continue
 		}
@@ -79,7 +83,13 @@ func (w *Watcher) reload(ctx context.Context, loaded *string, fp string) {
 	// The content is settled: whatever the outcome, it is not tried again
 	// until it changes.
 	*loaded = fp
-	b, err := w.Options.Load(w.Path)
+	var b *bundle.Bundle
+	var err error
+	if w.Path != "" {
+		b, err = w.Options.Load(w.Path)
+	} else {
+		b, err = w.Options.LoadFS(w.FS, "embedded default policy")
+	}
 	if err == nil {
 		var p *Policy
 		if p, err = w.Options.Compile(ctx, b); err == nil {
@@ -91,6 +101,33 @@ func (w *Watcher) reload(ctx context.Context, loaded *string, fp string) {
 }
 
 func (w *Watcher) fail(err error) { reject(w.Active, err, w.Log) }
+
+// fingerprint summarises what the watcher watches: the bundle at Path and
+// the data overlay.
+func (w *Watcher) fingerprint() (string, error) {
+	return WatchFingerprint(w.Path, w.Options.DataFile)
+}
+
+// WatchFingerprint is what a Watcher of path (none when empty) and of the
+// data overlay file (none when empty) compares between polls.
+func WatchFingerprint(path, dataFile string) (string, error) {
+	var fp string
+	if path != "" {
+		f, err := Fingerprint(path)
+		if err != nil {
+			return "", fmt.Errorf("reading policy bundle %s: %w", path, err)
+		}
+		fp = f
+	}
+	if dataFile != "" {
+		f, err := overlayFingerprint(dataFile)
+		if err != nil {
+			return "", err
+		}
+		fp += "+" + f
+	}
+	return fp, nil
+}
 
 // activate makes p the active policy, through fn when set.
 func activate(ctx context.Context, a *Active, p *Policy, fn func(context.Context, *Policy, func()), log logrus.FieldLogger) {

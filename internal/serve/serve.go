@@ -54,6 +54,10 @@ type Options struct {
 	// bundle server; empty means DefaultPolicy.
 	PolicyPath    string
 	DefaultPolicy fs.FS
+	// PolicyData is a JSON file merged into the policy's
+	// data.regosched.config (policy.Options.DataFile), watched with
+	// PolicyPoll; empty: none.
+	PolicyData string
 	URLPrefix     string
 	MaxBodyBytes  int64
 	// MaxConcurrent bounds the verb requests served at once.
@@ -350,9 +354,9 @@ func Run(ctx context.Context, opts Options) error {
 	case remote != nil:
 		remote.Active, remote.Activate = active, reindex
 		go remote.Run(ctx)
-	case opts.PolicyPath != "" && opts.PolicyPoll > 0:
+	case (opts.PolicyPath != "" || opts.PolicyData != "") && opts.PolicyPoll > 0:
 		w := &policy.Watcher{
-			Path: opts.PolicyPath, Interval: opts.PolicyPoll, Options: pol.opts, Active: active,
+			Path: opts.PolicyPath, FS: opts.DefaultPolicy, Interval: opts.PolicyPoll, Options: pol.opts, Active: active,
 			Log: log.WithField("component", "policy"), Activate: reindex, Loaded: pol.fingerprint,
 		}
 		go w.Run(ctx)
@@ -501,6 +505,11 @@ func loadPolicy(ctx context.Context, opts Options) (loaded, string, *policy.Remo
 	bo := opts.Bundles
 	popts.RunTests = bo.RunTests
 	popts.SizeLimitBytes = bo.MaxBytes
+	popts.DataFile = opts.PolicyData
+	if bo.VerificationKey != "" && opts.PolicyData != "" {
+		// What a signed bundle runs with must be what was signed.
+		return loaded{}, "", nil, errors.New("--policy-data cannot be combined with --policy-verification-key: a signed bundle's data is what was signed; put the settings in the bundle")
+	}
 	if bo.VerificationKey != "" {
 		if opts.PolicyPath == "" {
 			// The embedded policy carries no signature: running it would
@@ -528,15 +537,16 @@ func loadPolicy(ctx context.Context, opts Options) (loaded, string, *policy.Remo
 	var err error
 	source := opts.PolicyPath
 	var fp string
+	// Before the load: a change made while the first policy is being
+	// compiled is then still a change to the watcher.
+	if fp, err = policy.WatchFingerprint(source, opts.PolicyData); err != nil {
+		return loaded{}, "", nil, err
+	}
 	if source == "" {
 		source = "embedded default policy"
 		b, err = popts.LoadFS(opts.DefaultPolicy, source)
 	} else {
-		// Before the load: a change made while the first policy is being
-		// compiled is then still a change to the watcher.
-		if fp, err = policy.Fingerprint(source); err == nil {
-			b, err = popts.Load(source)
-		}
+		b, err = popts.Load(source)
 	}
 	if err != nil {
 		return loaded{}, "", nil, err
