@@ -19,17 +19,31 @@ import (
 // Ready (a rollout and a drain then proceed as for any Deployment).
 const Label = "regosched.io/leader"
 
+// LeaseAnnotation names the Lease (namespace/name) a labelled pod leads
+// for, so that a new leader removes stale labels of its own instance only,
+// not those of another regosched in the same namespace.
+const LeaseAnnotation = "regosched.io/leader-lease"
+
 // podLabel sets and removes Label on this replica's own pod.
 type podLabel struct {
 	client    kubernetes.Interface
 	namespace string
 	name      string
+	lease     string // namespace/name of the Lease
 	log       logrus.FieldLogger
 }
 
-// patch sets Label to "true" (value) or removes it (nil) on the pod named.
+// patch sets Label to "true" (value) or removes it (nil) on the pod named,
+// with the Lease it stands for.
 func (l *podLabel) patch(ctx context.Context, name string, value *string) error {
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]*string{Label: value}}})
+	var lease *string
+	if value != nil {
+		lease = &l.lease
+	}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"labels":      map[string]*string{Label: value},
+		"annotations": map[string]*string{LeaseAnnotation: lease},
+	}})
 	if err != nil {
 		return fmt.Errorf("encoding the leader label patch: %w", err)
 	}
@@ -45,8 +59,8 @@ func (l *podLabel) patch(ctx context.Context, name string, value *string) error 
 
 // mark labels this replica's pod as the leader's, retrying until it holds
 // or ctx ends (a leader the Service does not select serves no one), then
-// removes the label from any other pod still carrying it (a leader that died
-// without cleaning up).
+// removes the label from any other pod still carrying it for the same Lease
+// (a leader that died without cleaning up).
 func (l *podLabel) mark(ctx context.Context) {
 	leader := "true"
 	_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
@@ -65,8 +79,8 @@ func (l *podLabel) mark(ctx context.Context) {
 		return
 	}
 	for _, p := range pods.Items {
-		if p.Name == l.name {
-			continue
+		if p.Name == l.name || p.Annotations[LeaseAnnotation] != l.lease {
+			continue // ours, or another instance's
 		}
 		if err := l.patch(ctx, p.Name, nil); err != nil {
 			l.log.WithError(err).Warn("cannot remove a stale leader label")

@@ -22,7 +22,9 @@ func labelled(t *testing.T, client kubernetes.Interface) []string {
 	}
 	var names []string
 	for _, p := range pods.Items {
-		names = append(names, p.Name)
+		if p.Annotations[LeaseAnnotation] == "regosched-system/regosched" {
+			names = append(names, p.Name)
+		}
 	}
 	return names
 }
@@ -31,15 +33,18 @@ func labelled(t *testing.T, client kubernetes.Interface) []string {
 // leader's pod alone, at every step: a stale label left by a dead process is
 // removed, and the label moves with the lease.
 func TestLeaderLabelFollowsTheLease(t *testing.T) {
-	pod := func(name string, stale bool) *v1.Pod {
+	pod := func(name, lease string) *v1.Pod {
 		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "regosched-system", Name: name, Labels: map[string]string{"app": "regosched"}}}
-		if stale {
+		if lease != "" {
 			p.Labels[Label] = "true"
+			p.Annotations = map[string]string{LeaseAnnotation: lease}
 		}
 		return p
 	}
-	// Both carry the label from processes that died without cleaning up.
-	client := fake.NewClientset(pod("regosched-a", true), pod("regosched-b", true))
+	// Both carry the label from processes that died without cleaning up;
+	// another regosched in the namespace, with its own Lease, leads too.
+	client := fake.NewClientset(pod("regosched-a", "regosched-system/regosched"), pod("regosched-b", "regosched-system/regosched"),
+		pod("other-0", "regosched-system/other"))
 	log, _ := logtest.NewNullLogger()
 	cfg := func(id string) Config {
 		return Config{Namespace: "regosched-system", Name: "regosched", Identity: id,
@@ -68,8 +73,22 @@ func TestLeaderLabelFollowsTheLease(t *testing.T) {
 		t.Errorf("labelled pods while a leads and b campaigns (-want +got):\n%s", diff)
 	}
 
+	// Stepping down: the label goes first, while a still holds the lease.
+	if err := a.StepDown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := labelled(t, client); len(got) != 0 || !a.Leading() {
+		t.Errorf("after StepDown: labelled %v, leading %v; want no label while still leading", got, a.Leading())
+	}
 	stopA()
 	<-doneA
 	poll(t, "b to lead", b.Leading)
 	poll(t, "the label on b alone", func() bool { return cmp.Equal(labelled(t, client), []string{"regosched-b"}) })
+	other, err := client.CoreV1().Pods("regosched-system").Get(context.Background(), "other-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Labels[Label] != "true" {
+		t.Error("the leader label of another instance (another Lease) was removed")
+	}
 }

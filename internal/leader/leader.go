@@ -63,7 +63,8 @@ func New(client kubernetes.Interface, cfg Config, log logrus.FieldLogger) (*Elec
 	}
 	e := &Elector{lost: make(chan struct{}), log: log}
 	if cfg.PodName != "" {
-		e.label = &podLabel{client: client, namespace: cfg.PodNamespace, name: cfg.PodName, log: log}
+		e.label = &podLabel{client: client, namespace: cfg.PodNamespace, name: cfg.PodName,
+			lease: cfg.Namespace + "/" + cfg.Name, log: log}
 	}
 	e.elector, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
@@ -124,6 +125,17 @@ func (e *Elector) Run(ctx context.Context) {
 		}
 	}
 	e.elector.Run(ctx)
+}
+
+// StepDown removes the leader label before the lease is released (by
+// cancelling Run's context): the Service stops selecting this replica first,
+// so that two labelled pods are never selected at once. Run still holds the
+// lease until its context ends.
+func (e *Elector) StepDown(ctx context.Context) error {
+	if e.label == nil || !e.leading.Load() {
+		return nil
+	}
+	return e.label.unmark(ctx)
 }
 
 // Leading reports whether this replica holds the lease now.

@@ -429,6 +429,14 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 	log.Info("requests drained")
+	if elector != nil {
+		// Unlabelled before the lease is released (by the deferred stopElect).
+		stepCtx, cancelStep := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := elector.StepDown(stepCtx); err != nil {
+			log.WithError(err).Warn("cannot remove the leader label before releasing the lease")
+		}
+		cancelStep()
+	}
 	return runErr
 }
 
