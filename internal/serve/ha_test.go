@@ -92,7 +92,10 @@ func TestStandbyIsReadyButRefusesTheVerbs(t *testing.T) {
 	t.Cleanup(cancel)
 	doneA, doneB := make(chan error, 1), make(chan error, 1)
 	verbsA, healthA := replica(ctx, t, client, "regosched-a", doneA)
-	until(t, "a to lead", func() bool { return holder(t, client) == "regosched-a" })
+	until(t, "a to lead", func() bool {
+		p, err := client.CoreV1().Pods(haNamespace).Get(context.Background(), "regosched-a", metav1.GetOptions{})
+		return err == nil && holder(t, client) == "regosched-a" && p.Labels[leader.Label] == "true"
+	})
 	verbsB, healthB := replica(ctx, t, client, "regosched-b", doneB)
 
 	until(t, "both replicas ready", func() bool { return get(healthA+"/readyz") == http.StatusOK && get(healthB+"/readyz") == http.StatusOK })
@@ -132,7 +135,12 @@ func TestShutdownDrainsBindsBeforeReleasingTheLease(t *testing.T) {
 	t.Cleanup(cancel)
 	done := make(chan error, 1)
 	verbs, health := replica(ctx, t, slow, "regosched-a", done)
-	until(t, "the replica to lead", func() bool { return holder(t, client) == "regosched-a" })
+	// Leading once its pod is labelled: the lease record alone comes a
+	// moment before the elector says it leads.
+	until(t, "the replica to lead", func() bool {
+		p, err := client.CoreV1().Pods(haNamespace).Get(context.Background(), "regosched-a", metav1.GetOptions{})
+		return err == nil && holder(t, client) == "regosched-a" && p.Labels[leader.Label] == "true"
+	})
 	until(t, "the replica to be ready", func() bool {
 		return holder(t, client) == "regosched-a" && get(health+"/readyz") == http.StatusOK
 	})
