@@ -82,10 +82,6 @@ func WithClock(c clock.WithTicker) Option {
 type entry struct {
 	pod  *Pod
 	keys []string
-	// assumed: recorded by the bind verb, not yet seen bound by the informer.
-	assumed bool
-	// origin is the pod given to Assume, which a re-index may have copied.
-	origin *Pod
 }
 
 // index groups the indexed pods for peer look-ups.
@@ -93,10 +89,16 @@ type index struct {
 	byName map[string]*entry          // namespace/name -> entry
 	byUID  map[types.UID]string       // uid -> namespace/name
 	groups map[string]map[string]*Pod // group key -> namespace/name -> pod
+	// assumed holds the pods recorded by the bind verb and not yet seen
+	// bound by the informer, by name, as given to Assume (a re-index may
+	// have copied the indexed one). Apart from entry, which every cached
+	// pod has, because only a few pods are ever assumed at once.
+	assumed map[string]*Pod
 }
 
 func newIndex() index {
-	return index{byName: map[string]*entry{}, byUID: map[types.UID]string{}, groups: map[string]map[string]*Pod{}}
+	return index{byName: map[string]*entry{}, byUID: map[types.UID]string{}, groups: map[string]map[string]*Pod{},
+		assumed: map[string]*Pod{}}
 }
 
 // New builds a cache over the cluster that client talks to. keys tells which
@@ -302,15 +304,19 @@ func (c *Cache) describeRecord(ctx context.Context, keys KeyFunc, obj *podRecord
 
 // indexLocked adds a pod to its groups. The caller holds mu.
 func (c *Cache) indexLocked(name string, pod *Pod, keys []string) {
-	c.add(name, pod, keys, false)
+	c.add(name, pod, keys, nil)
 }
 
 // add puts a pod in its groups; a pod without groups is left out.
-func (ix *index) add(name string, pod *Pod, keys []string, assumed bool) {
+// origin, when set, is the pod as given to Assume: the pod is assumed.
+func (ix *index) add(name string, pod *Pod, keys []string, origin *Pod) {
 	if len(keys) == 0 {
 		return
 	}
-	ix.byName[name] = &entry{pod: pod, keys: keys, assumed: assumed}
+	if origin != nil {
+		ix.assumed[name] = origin
+	}
+	ix.byName[name] = &entry{pod: pod, keys: keys}
 	ix.byUID[pod.UID] = name
 	for _, k := range keys {
 		g := ix.groups[k]
@@ -343,6 +349,7 @@ func (ix *index) remove(name string) {
 		return
 	}
 	delete(ix.byName, name)
+	delete(ix.assumed, name)
 	delete(ix.byUID, e.pod.UID)
 	for _, k := range e.keys {
 		delete(ix.groups[k], name)

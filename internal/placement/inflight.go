@@ -104,10 +104,7 @@ func (c *Cache) Assume(pod *Pod, keys []string, current func() bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.unindexLocked(name)
-	c.add(name, pod, keys, true)
-	if e, ok := c.byName[name]; ok {
-		e.origin = pod
-	}
+	c.add(name, pod, keys, pod)
 	c.landedLocked(pod.UID)
 	return true
 }
@@ -122,7 +119,7 @@ func (c *Cache) Unassume(pod *Pod) {
 	c.markDirtyLocked(name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.byName[name]; ok && e.assumed && e.origin == pod {
+	if c.assumed[name] == pod {
 		c.unindexLocked(name)
 	}
 }

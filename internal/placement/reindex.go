@@ -3,6 +3,7 @@ package placement
 import (
 	"context"
 	"fmt"
+	"maps"
 )
 
 // SetKeyFunc re-indexes every cached pod under keys (a new policy's
@@ -36,11 +37,11 @@ func (c *Cache) SetKeyFunc(ctx context.Context, keys KeyFunc, activate func()) e
 		}
 		if r, ok := obj.(*podRecord); ok {
 			pod, groups := c.describeRecord(ctx, keys, r)
-			next.add(pod.Key(), pod, groups, false)
+			next.add(pod.Key(), pod, groups, nil)
 		}
 	}
-	for _, e := range assumed {
-		c.describeAssumed(ctx, &next, keys, e)
+	for name, origin := range assumed {
+		c.describeAssumed(ctx, &next, keys, name, origin)
 	}
 
 	c.writeMu.Lock()
@@ -51,15 +52,15 @@ func (c *Cache) SetKeyFunc(ctx context.Context, keys KeyFunc, activate func()) e
 		if obj, ok, err := store.GetByKey(name); err == nil && ok {
 			if r, ok := obj.(*podRecord); ok {
 				pod, groups := c.describeRecord(ctx, keys, r)
-				next.add(name, pod, groups, false)
+				next.add(name, pod, groups, nil)
 			}
 			continue
 		}
 		c.mu.RLock()
-		e, ok := c.byName[name]
+		origin, ok := c.assumed[name]
 		c.mu.RUnlock()
-		if ok && e.assumed {
-			c.describeAssumed(ctx, &next, keys, e)
+		if ok {
+			c.describeAssumed(ctx, &next, keys, name, origin)
 		}
 	}
 	c.dirty = nil
@@ -75,33 +76,24 @@ func (c *Cache) SetKeyFunc(ctx context.Context, keys KeyFunc, activate func()) e
 
 // assumedLocked returns the pods the bind verb recorded and the informer
 // has not reported yet. The caller holds writeMu.
-func (c *Cache) assumedLocked() []*entry {
+func (c *Cache) assumedLocked() map[string]*Pod {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	var out []*entry
-	for _, e := range c.byName {
-		if e.assumed {
-			out = append(out, e)
-		}
-	}
-	return out
+	return maps.Clone(c.assumed)
 }
 
 // describeAssumed adds an assumed pod to ix as keys groups it. The pod is
-// copied (published Pod values are never modified) and keeps the pointer
-// Assume was given, which Unassume names it by.
-func (c *Cache) describeAssumed(ctx context.Context, ix *index, keys KeyFunc, e *entry) {
-	pod := *e.pod
+// copied (published Pod values are never modified); Unassume still names it
+// by origin, the pod given to Assume.
+func (c *Cache) describeAssumed(ctx context.Context, ix *index, keys KeyFunc, name string, origin *Pod) {
+	pod := *origin
 	groups, facts, err := keys(ctx, &pod)
 	if err != nil {
-		c.log.WithError(err).WithField("pod", pod.Key()).Error("computing peer keys of an assumed pod; pod not indexed")
+		c.log.WithError(err).WithField("pod", name).Error("computing peer keys of an assumed pod; pod not indexed")
 		return
 	}
 	pod.Facts = facts
-	ix.add(pod.Key(), &pod, groups, true)
-	if n, ok := ix.byName[pod.Key()]; ok {
-		n.origin = e.origin
-	}
+	ix.add(name, &pod, groups, origin)
 }
 
 // markDirtyLocked notes that name was written while a re-index builds its
