@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
+	"github.com/regosched/regosched/internal/deploytest"
 	ls "github.com/regosched/regosched/internal/localstack"
 )
 
@@ -338,15 +340,40 @@ func TestDeployManifestsAccepted(t *testing.T) {
 	tests := []struct {
 		name string
 		dir  string
+		// chart, instead of dir: the Helm chart deploy/helm/regosched
+		// rendered with these values for this cluster's version. Objects
+		// of kinds this API server does not serve (cert-manager's, the
+		// Prometheus operator's) are left out of the dry run; their
+		// content is checked by internal/deploytest.
+		chart *deploytest.Render
 	}{
-		{"extender and scheduler", "deploy"},
-		{"examples", "deploy/examples"},
-		{"high availability overlay", "deploy/ha"},
-		{"mutual TLS overlay", "deploy/tls"},
+		{name: "extender and scheduler", dir: "deploy"},
+		{name: "examples", dir: "deploy/examples"},
+		{name: "high availability overlay", dir: "deploy/ha"},
+		{name: "mutual TLS overlay", dir: "deploy/tls"},
+		{name: "chart defaults", chart: &deploytest.Render{}},
+		{name: "chart HA, mutual TLS, live roles", chart: &deploytest.Render{Set: []string{"replicas=2", "tls.enabled=true", "redisRoles.enabled=true"}}},
+		{name: "chart cert-manager, monitoring, bundle server, data, pod secrets", chart: &deploytest.Render{
+			Set: []string{
+				"tls.certManager.enabled=true", "namespace.create=true",
+				"monitoring.serviceMonitor.enabled=true", "monitoring.prometheusRule.enabled=true", "monitoring.dashboard.enabled=true",
+				"policy.url=https://bundles.example.com/regosched.tar.gz", "policy.bearerToken.existingSecret=bundle-token",
+				"redisRoles.passwordSecret.name=redis-auth", "redisRoles.podSecrets.enabled=true", "redisRoles.podSecrets.namespaces={shop}",
+			},
+			SetJSON: []string{`policyData={"weights":{"node_spread":2}}`},
+		}},
+		{name: "chart signed bundle, no NetworkPolicy, no live roles", chart: &deploytest.Render{Set: []string{
+			"policy.url=https://bundles.example.com/regosched.tar.gz", "policy.verificationKey.value=-----BEGIN PUBLIC KEY-----",
+			"networkPolicy.enabled=false", "redisRoles.enabled=false",
+		}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := t.Context()
+			if tt.chart != nil {
+				dryRunChart(t, ctx, *tt.chart)
+				return
+			}
 			dir := filepath.Join(stack.RepoRoot(), tt.dir)
 			rendered, err := stack.Cluster().Kubectl(ctx, "kustomize", dir)
 			if err != nil {
@@ -379,6 +406,95 @@ func TestDeployManifestsAccepted(t *testing.T) {
 			t.Logf("kubectl apply --dry-run=server -k %s:\n%s", tt.dir, out)
 		})
 	}
+}
+
+// dryRunChart renders the chart with r (from a copy that has the monitoring
+// files, placeholders where they are still missing) for this API server's
+// version, and applies it with --dry-run=server.
+func dryRunChart(t *testing.T, ctx context.Context, r deploytest.Render) {
+	t.Helper()
+	root := stack.RepoRoot()
+	r.Chart = filepath.Join(t.TempDir(), "regosched")
+	placeholders, err := deploytest.StageChart(root, r.Chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(placeholders) > 0 {
+		t.Logf("chart files not written yet, placeholders used: %v", placeholders)
+	}
+	// The version the scheduler image follows. The local kube-apiserver is
+	// built without version stamping (it reports v0.0.0-master): read the
+	// version it is built from.
+	mod, err := os.ReadFile(filepath.Join(root, "deploy/local/tools/kubernetes/go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(mod), "\n") {
+		// "require k8s.io/kubernetes vX" or, in a block, "k8s.io/kubernetes vX".
+		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
+		if len(f) == 2 && f[0] == "k8s.io/kubernetes" {
+			r.KubeVersion = f[1]
+		}
+	}
+	if r.KubeVersion == "" {
+		t.Fatal("no k8s.io/kubernetes version in deploy/local/tools/kubernetes/go.mod")
+	}
+	rendered, err := r.Template(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := deploytest.Objects(rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stream strings.Builder
+	var applied, skipped []string
+	for _, o := range objs {
+		api, _ := o["apiVersion"].(string)
+		if strings.HasPrefix(api, "cert-manager.io/") || strings.HasPrefix(api, "monitoring.coreos.com/") {
+			skipped = append(skipped, deploytest.Key(o))
+			continue
+		}
+		if md, ok := o["metadata"].(map[string]any); ok {
+			if ns, _ := md["namespace"].(string); ns != "" {
+				if err := stack.EnsureNamespace(ctx, ns); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		b, err := yaml.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream.WriteString("---\n")
+		stream.Write(b)
+		applied = append(applied, deploytest.Key(o))
+	}
+	// Not under t.TempDir(): kubectl -f splits its argument at the commas
+	// a subtest's name puts there.
+	dir, err := os.MkdirTemp("", "regosched-chart-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	file := filepath.Join(dir, "chart.yaml")
+	if err := os.WriteFile(file, []byte(stream.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := stack.Cluster().Kubectl(ctx, "apply", "--dry-run=server", "-f", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(applied) {
+		t.Errorf("kubectl applied %d objects, the chart rendered %d (%v):\n%s", len(lines), len(applied), applied, out)
+	}
+	for _, l := range lines {
+		if !strings.HasSuffix(l, "(server dry run)") {
+			t.Errorf("unexpected kubectl output line %q", l)
+		}
+	}
+	t.Logf("helm template %v | kubectl apply --dry-run=server (not served here, not applied: %v):\n%s", r.Set, skipped, out)
 }
 
 // object is the identity of a manifest.

@@ -1,0 +1,175 @@
+{{/* The chart name, "regosched" unless nameOverride. */}}
+{{- define "regosched.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The base of every object name: the release name when it contains the chart
+name (release "regosched" gives "regosched", as deploy/), else
+<release>-<name>. The longest suffix added is "-scheduler-client-tls".
+*/}}
+{{- define "regosched.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 42 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "regosched.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 42 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 42 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "regosched.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels of every object; call with (dict "ctx" $ "component" "extender"). */}}
+{{- define "regosched.labels" -}}
+{{ include "regosched.selectorLabels" . }}
+app.kubernetes.io/part-of: regosched
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+helm.sh/chart: {{ include "regosched.chart" .ctx }}
+{{- end -}}
+
+{{/* Labels that select a component's pods. */}}
+{{- define "regosched.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "regosched.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+{{- if .component }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+{{- end -}}
+
+{{/* Labels of a component's pods: selector labels plus part-of. */}}
+{{- define "regosched.podLabels" -}}
+{{ include "regosched.selectorLabels" . }}
+app.kubernetes.io/part-of: regosched
+{{- end -}}
+
+{{- define "regosched.schedulerFullname" -}}
+{{- include "regosched.fullname" . }}-scheduler
+{{- end -}}
+
+{{/* Mutual TLS is on with tls.enabled or tls.certManager.enabled. */}}
+{{- define "regosched.tls" -}}
+{{- if or .Values.tls.enabled .Values.tls.certManager.enabled }}true{{ end -}}
+{{- end -}}
+
+{{- define "regosched.serverSecretName" -}}
+{{- .Values.tls.serverSecretName | default (printf "%s-tls" (include "regosched.fullname" .)) -}}
+{{- end -}}
+
+{{- define "regosched.clientSecretName" -}}
+{{- .Values.tls.clientSecretName | default (printf "%s-scheduler-client-tls" (include "regosched.fullname" .)) -}}
+{{- end -}}
+
+{{/* --leader-elect with more than one extender replica. */}}
+{{- define "regosched.leaderElect" -}}
+{{- if gt (int .Values.replicas) 1 }}true{{ end -}}
+{{- end -}}
+
+{{- define "regosched.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The scheduler's image tag: scheduler.image.tag, else the cluster's version
+without a +build suffix and without a pre-release suffix other than
+alpha/beta/rc (v1.33.1+k3s1 and v1.33.1-eks-f5a2e6b give v1.33.1), which
+is how registry.k8s.io tags kube-scheduler.
+*/}}
+{{- define "regosched.schedulerTag" -}}
+{{- if .Values.scheduler.image.tag -}}
+{{- .Values.scheduler.image.tag -}}
+{{- else -}}
+{{- $v := .Capabilities.KubeVersion.Version | splitList "+" | first -}}
+{{- regexReplaceAll "^v?([0-9]+\\.[0-9]+\\.[0-9]+(-(alpha|beta|rc)\\.[0-9]+)?).*$" $v "v${1}" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Service's address, as the scheduler's urlPrefix names it. */}}
+{{- define "regosched.serviceHost" -}}
+{{ include "regosched.fullname" . }}.{{ .Release.Namespace }}.svc
+{{- end -}}
+
+{{/*
+The KubeSchedulerConfiguration of the second scheduler: the content of
+deploy/scheduler/kube-scheduler-config.yaml, or with tls that of
+deploy/tls/mtls/kube-scheduler-config.yaml (internal/deploytest compares
+them). clientConnection is left out: the scheduler uses its ServiceAccount.
+*/}}
+{{- define "regosched.schedulerConfig" -}}
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: true
+  # Own lease, so it never competes with the default scheduler's
+  # kube-system/kube-scheduler lease.
+  resourceNamespace: {{ .Release.Namespace }}
+  resourceName: {{ include "regosched.schedulerFullname" . }}
+profiles:
+  # Only pods with spec.schedulerName: {{ .Values.schedulerName }} are placed by this
+  # scheduler; everything else stays with the default scheduler.
+  - schedulerName: {{ .Values.schedulerName }}
+extenders:
+{{- if include "regosched.tls" . }}
+  - urlPrefix: https://{{ include "regosched.serviceHost" . }}:8888/scheduler
+    enableHTTPS: true
+    tlsConfig:
+      # Secret {{ include "regosched.clientSecretName" . }}. ca.crt verifies the
+      # extender's serving certificate (DNS name {{ include "regosched.serviceHost" . }});
+      # tls.crt/tls.key are the client pair the extender's --client-ca-file
+      # must accept. Never set insecure: true, which skips the verification
+      # of the extender.
+      caFile: /etc/kubernetes/regosched-tls/ca.crt
+      certFile: /etc/kubernetes/regosched-tls/tls.crt
+      keyFile: /etc/kubernetes/regosched-tls/tls.key
+{{- else }}
+  - urlPrefix: http://{{ include "regosched.serviceHost" . }}:8888/scheduler
+{{- end }}
+    filterVerb: filter
+    prioritizeVerb: prioritize
+    # regosched evicts only what resolves its conflicts, never a pod its
+    # policy protects (e.g. a Redis master).
+    preemptVerb: preempt
+    # regosched binds after a commit-time check against every placement it
+    # has accepted, so a burst of pods never breaks a rule even before any
+    # informer has seen the previous binding.
+    bindVerb: bind
+    weight: {{ int .Values.scheduler.extender.weight }}
+    # The extender keeps its own node cache (informers), so only node names
+    # cross the wire, not whole Node objects.
+    nodeCacheCapable: true
+    # Fail closed: if the extender is unreachable the pod stays Pending;
+    # a pod is never placed without the rules.
+    ignorable: false
+    httpTimeout: {{ .Values.scheduler.extender.httpTimeout }}
+{{- end -}}
+
+{{/*
+ConfigMap of --redis-roles' memory and Lease of --leader-elect: regosched's
+defaults (regosched-redis-roles, regosched) for release "regosched", names
+of the release's own otherwise, so two releases in one namespace do not
+share them. The flags are passed only when they differ from the defaults.
+*/}}
+{{- define "regosched.redisRolesConfigMap" -}}
+{{ include "regosched.fullname" . }}-redis-roles
+{{- end -}}
+{{- define "regosched.leaderLease" -}}
+{{ include "regosched.fullname" . }}
+{{- end -}}
+
+{{/* Secret of --policy-verification-key: an existing one, or the chart's. */}}
+{{- define "regosched.verificationKeySecret" -}}
+{{- .Values.policy.verificationKey.existingSecret | default (printf "%s-policy-verification-key" (include "regosched.fullname" .)) -}}
+{{- end -}}
+{{- define "regosched.verificationKey" -}}
+{{- if or .Values.policy.verificationKey.existingSecret .Values.policy.verificationKey.value }}true{{ end -}}
+{{- end -}}
