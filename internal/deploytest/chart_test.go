@@ -465,6 +465,16 @@ func TestChartSchedulerConfigAsTheE2ESuiteRunsIt(t *testing.T) {
 				t.Fatal(err)
 			}
 			chart := schedulerConfig(t, chartObjects(t, root, tt.render))
+			ctx, cancel := context.WithTimeout(t.Context(), toolTimeout)
+			defer cancel()
+			// The helper the e2e suite would use gives the same text.
+			viaHelper, err := tt.render.SchedulerConfig(ctx, root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(chart), string(viaHelper)); diff != "" {
+				t.Errorf("Render.SchedulerConfig (-want +got):\n%s", diff)
+			}
 			const kubeconfig, url = "/tmp/kubeconfig", "http://127.0.0.1:8888/scheduler"
 			want, err := localcluster.SchedulerConfig(deployed, kubeconfig, url)
 			if err != nil {

@@ -275,3 +275,29 @@ func Key(o Object) string {
 	}
 	return kind + " " + ns + "/" + name
 }
+
+// SchedulerConfig renders the chart with r and returns the
+// KubeSchedulerConfiguration of its scheduler ConfigMap
+// (<release>-regosched-scheduler-config, key kube-scheduler-config.yaml): the
+// text a kube-scheduler deployed by the chart runs, to pass through
+// localcluster.SchedulerConfig as deploy/'s file is.
+func (r Render) SchedulerConfig(ctx context.Context, root string) ([]byte, error) {
+	out, err := r.Template(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := Objects(out)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		if o["kind"] != "ConfigMap" {
+			continue
+		}
+		data, _ := o["data"].(map[string]any)
+		if s, ok := data["kube-scheduler-config.yaml"].(string); ok {
+			return []byte(s), nil
+		}
+	}
+	return nil, errors.New("helm template: no ConfigMap with kube-scheduler-config.yaml")
+}
