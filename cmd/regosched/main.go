@@ -22,6 +22,7 @@ import (
 	"github.com/regosched/regosched/internal/apicontact"
 	"github.com/regosched/regosched/internal/audit"
 	"github.com/regosched/regosched/internal/extender"
+	"github.com/regosched/regosched/internal/logbridge"
 	"github.com/regosched/regosched/internal/policy"
 	"github.com/regosched/regosched/internal/serve"
 )
@@ -148,6 +149,11 @@ func runServe(args []string) error {
 		return fmt.Errorf("--log-format: want text or json, got %q", *format)
 	}
 	opts.Log = logger
+	// One log stream: client-go's klog lines (informers, leader election)
+	// and go-redis's (--redis-roles) go through logger, in its format and
+	// filtered by its level. Both are process-global, set once here.
+	logbridge.Klog(logger)
+	logbridge.GoRedis(logger)
 	opts.KubeAPIQPS = float32(*qps)
 	if opts.Leader.Identity, err = os.Hostname(); err != nil {
 		return fmt.Errorf("leader identity: %w", err)
