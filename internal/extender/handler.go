@@ -108,7 +108,7 @@ func New(cfg Config) (http.Handler, error) {
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "regosched_request_duration_seconds",
 			Help:    "Time to answer an extender request, from the first byte read to the last written.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 12), // 100µs .. ~2.4s
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 13), // 100µs .. ~6s, past the scheduler's 5s httpTimeout
 		}, []string{"verb", "outcome"}),
 	}
 	for _, c := range []prometheus.Collector{h.requests, h.duration} {
