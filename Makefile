@@ -5,8 +5,14 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 OPA := $(GO) tool opa
+# Pinned tools run through the Go module proxy, outside go.mod; their first
+# build takes minutes and is cached by Go after.
+HELM := $(GO) run helm.sh/helm/v4/cmd/helm@v4.3.2
+KUSTOMIZE := $(GO) run sigs.k8s.io/kustomize/kustomize/v5@v5.8.2
+PROMTOOL := $(GO) run github.com/prometheus/prometheus/cmd/promtool@v0.316.0
+MONITORING := deploy/helm/regosched/files
 
-.PHONY: help build test unit rego fuzz e2e demo lint run bench bench-e2e fmt
+.PHONY: help build test tools chart monitoring unit rego fuzz e2e demo lint run bench bench-e2e fmt
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -14,7 +20,21 @@ help: ## List the targets
 build: ## Build bin/regosched
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/regosched ./cmd/regosched
 
-test: unit rego fuzz e2e ## Every test: vet, Go unit tests, Rego checks and tests, a short fuzz run, end-to-end suite
+test: tools chart monitoring unit rego fuzz e2e ## Every test: chart, alerts, vet, Go unit tests, Rego checks and tests, a short fuzz run, end-to-end suite
+
+tools: ## Build the pinned helm, kustomize and promtool once (outside any test's timeout)
+	$(HELM) version >/dev/null
+	$(KUSTOMIZE) version >/dev/null
+	$(PROMTOOL) --version >/dev/null
+
+chart: ## helm lint and helm template of deploy/helm/regosched, compared object by object with deploy/'s kustomize render
+	$(HELM) lint --strict deploy/helm/regosched
+	$(GO) test -count=1 ./internal/deploytest/
+
+monitoring: ## promtool check and unit tests of the alerts; every metric and label the alerts and the dashboard query, against the code
+	$(PROMTOOL) check rules $(MONITORING)/prometheus-rules.yaml
+	$(PROMTOOL) test rules $(MONITORING)/prometheus-rules_test.yaml
+	$(GO) test -count=1 ./internal/monitoringtest/
 
 unit: ## go vet and the Go unit tests (these also run the Rego tests through OPA's tester)
 	$(GO) vet ./...
