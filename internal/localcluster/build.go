@@ -99,8 +99,12 @@ func kubernetesPackages(names []string) []string {
 // folder for the current module versions. Only the missing ones are built.
 //
 // A cold build takes minutes; later builds of a changed version reuse the Go
-// build cache and mostly link.
+// build cache and mostly link. Outside Linux it returns CheckOS's error at
+// once, rather than build binaries that no cluster could run.
 func Build(ctx context.Context, opts BuildOptions) (Binaries, error) {
+	if err := CheckOS(); err != nil {
+		return Binaries{}, err
+	}
 	log := orDiscard(opts.Log)
 
 	root := opts.RepoRoot

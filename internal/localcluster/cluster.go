@@ -94,8 +94,12 @@ type Cluster struct {
 
 // Start runs etcd and kube-apiserver, writes an admin kubeconfig and creates
 // cfg.Nodes ready nodes. ctx bounds the start-up only; the processes run
-// until Stop. On error, everything started so far is stopped.
+// until Stop. On error, everything started so far is stopped. Outside Linux
+// it returns CheckOS's error.
 func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
+	if err := CheckOS(); err != nil {
+		return nil, err
+	}
 	c := &Cluster{
 		log:   orDiscard(cfg.Log),
 		bins:  cfg.Binaries,

@@ -152,7 +152,7 @@ profiles:
 		// Signal 0 checks for existence: both the process and its group
 		// must be gone.
 		for _, id := range []int{p.PID(), -p.PID()} {
-			if err := syscall.Kill(id, 0); !errors.Is(err, syscall.ESRCH) {
+			if err := signalZero(id); !errors.Is(err, syscall.ESRCH) {
 				t.Errorf("%s: kill(%d, 0) = %v, want ESRCH", p.Name, id, err)
 			}
 		}

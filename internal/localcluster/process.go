@@ -33,13 +33,6 @@ type Process struct {
 	stopOnce sync.Once
 }
 
-// ChildSysProcAttr puts a child in its own process group, so that Stop can
-// signal everything it spawned, and asks the kernel to kill it if this
-// process dies first, so that a crashed or killed test leaves nothing behind.
-func ChildSysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
-
 // startProcess starts path with args in dir, appending its output to
 // dir/name.log. The process outlives no context: only Stop ends it.
 func startProcess(log logrus.FieldLogger, dir, name, path string, args ...string) (*Process, error) {
@@ -50,8 +43,11 @@ func startProcess(log logrus.FieldLogger, dir, name, path string, args ...string
 // own process group and killed with it, appending its output to logPath
 // (so that a restart under the same name keeps the earlier run's output for
 // post-mortems). Only Stop or Kill ends it; other harnesses (localredis) use
-// it for their servers.
+// it for their servers. Outside Linux it returns CheckOS's error.
 func StartChild(log logrus.FieldLogger, dir, name, logPath, path string, args ...string) (*Process, error) {
+	if err := CheckOS(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
 	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: opening log: %w", name, err)
@@ -156,12 +152,6 @@ func (p *Process) stop(grace time.Duration) {
 		p.signalGroup(pgid, syscall.SIGKILL)
 		p.log.Debug("stopped")
 	})
-}
-
-func (p *Process) signalGroup(pgid int, sig syscall.Signal) {
-	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		p.log.WithError(err).Warnf("sending %v to process group", sig)
-	}
 }
 
 // exitError describes a process that exited while it was expected to run,

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -150,7 +149,7 @@ func (c *Cluster) create(ctx context.Context, cli string, opts Options, replicas
 	cmd := exec.CommandContext(runCtx, path, argv...)
 	cmd.Dir = opts.Dir
 	cmd.SysProcAttr = localcluster.ChildSysProcAttr()
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.Cancel = func() error { return localcluster.KillGroup(cmd.Process.Pid) }
 	cmd.WaitDelay = 5 * time.Second
 	// REDISCLI_AUTH rather than -a, which makes redis-cli warn about
 	// passwords on command lines.

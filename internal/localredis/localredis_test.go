@@ -56,7 +56,7 @@ func processesUnder(t *testing.T, dir string) []string {
 func checkStopped(t *testing.T, g group, dir string) {
 	t.Helper()
 	for _, s := range g {
-		if err := syscall.Kill(s.proc.PID(), 0); !errors.Is(err, syscall.ESRCH) {
+		if err := signalZero(s.proc.PID()); !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("after Stop, signal 0 to %s (pid %d) = %v, want ESRCH", s.name, s.proc.PID(), err)
 		}
 	}

@@ -97,7 +97,7 @@ type Replica struct {
 // Kill ends the replica with SIGKILL, as a crash would (a leader releases
 // no Lease), and returns once it is reaped.
 func (r *Replica) Kill() error {
-	if err := syscall.Kill(-r.PID(), syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+	if err := localcluster.KillGroup(r.PID()); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("killing %s: %w", r.Name, err)
 	}
 	<-r.Done()
