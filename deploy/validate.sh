@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Renders the kustomizations without a cluster or kubectl and checks the
-# wiring that is easy to break. Needs only Go (kustomize comes through the
-# Go module proxy, outside the project's go.mod).
+# wiring that is easy to break, and the version skew between the cluster,
+# the scheduler image and regosched's extender types. Needs only Go
+# (kustomize comes through the Go module proxy, outside the project's go.mod).
 #   bash deploy/validate.sh
+#   KUBE_VERSION=v1.38.0 bash deploy/validate.sh   # the cluster to deploy to
+# KUBE_VERSION is the target cluster's (kube-apiserver's) version, e.g.
+# v1.37.2 or 1.37; default: the version of k8s.io/kube-scheduler in go.mod
+# (v0.37.2 -> v1.37.2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,8 +31,52 @@ check "scheduler ConfigMap has a content hash ($cm)" test -n "$cm"
 check "scheduler Deployment mounts $cm" grep -q "name: ${cm:-none}\$" <(grep -A1 'configMap:' "$out/deploy.yaml")
 check "kube-system RoleBinding kept in kube-system" \
 	grep -q 'namespace: kube-system' "$out/deploy.yaml"
-check "scheduler image matches client libraries" \
-	grep -q 'image: registry.k8s.io/kube-scheduler:v1.37.2' "$out/deploy.yaml"
+
+# Version skew (https://kubernetes.io/releases/version-skew-policy/):
+# kube-scheduler "must not be newer than the kube-apiserver instances" it
+# talks to, and "may be up to one minor version older (to allow live
+# upgrades)". The rule is on minor versions: any patch of an allowed minor
+# is fine. regosched's wire types (k8s.io/kube-scheduler/extender/v1) are a
+# stable v1 API: fields are only added, and both sides decode JSON ignoring
+# fields they do not know, so the wire stays compatible across minors; the
+# check holds go.mod's types to one minor either side of the scheduler
+# image, the window the e2e suite (a kube-scheduler of go.mod's version)
+# and the skew policy's one-minor steps keep tested.
+minor_of() { # vX.Y[.Z] or X.Y[.Z] -> "X Y"; fails on anything else
+	[[ "$1" =~ ^v?([0-9]+)\.([0-9]+)(\.[0-9]+)?([-+].*)?$ ]] || return 1
+	echo "${BASH_REMATCH[1]} ${BASH_REMATCH[2]}"
+}
+is_version() { minor_of "$1" >/dev/null; }
+# GOMOD: another go.mod to read the extender types from (for tests).
+types="$(awk '$1 == "k8s.io/kube-scheduler" {print $2; exit}
+	$1 == "require" && $2 == "k8s.io/kube-scheduler" {print $3; exit}' "${GOMOD:-go.mod}")"
+kube="${KUBE_VERSION:-${types/#v0./v1.}}"
+images="$({ grep -ho 'image: registry.k8s.io/kube-scheduler:[^[:space:]]*' "$out/deploy.yaml" "$out/ha.yaml" || true; } |
+	sed 's/.*://' | sort -u)"
+image="${images%%$'\n'*}"
+from="from KUBE_VERSION"
+[ -n "${KUBE_VERSION:-}" ] || from="from go.mod; set KUBE_VERSION to the cluster's"
+check "cluster version is a Kubernetes version ($kube $from)" is_version "$kube"
+check "go.mod requires k8s.io/kube-scheduler (${types:-none})" is_version "$types"
+check "deploy/ and deploy/ha run one kube-scheduler image (${images//$'\n'/, })" \
+	test "$(wc -w <<<"$images")" -eq 1
+if km="$(minor_of "$kube")" && tm="$(minor_of "$types")" && im="$(minor_of "$image")"; then
+	read -r kmaj kmin <<<"$km"
+	read -r tmaj tmin <<<"$tm"
+	read -r imaj imin <<<"$im"
+	check "scheduler image $image not newer than the cluster $kube (minor versions)" \
+		test "$imaj" -eq "$kmaj" -a "$imin" -le "$kmin"
+	check "scheduler image $image at most one minor older than the cluster $kube" \
+		test "$imaj" -eq "$kmaj" -a "$imin" -ge $((kmin - 1))
+	if ! [ "$imaj" -eq "$kmaj" -a "$imin" -le "$kmin" -a "$imin" -ge $((kmin - 1)) ]; then
+		echo "     the scheduler image follows the cluster: set it to a v$kmaj.$kmin.x release" \
+			"in deploy/scheduler/deployment.yaml"
+	fi
+	check "extender types k8s.io/kube-scheduler $types within one minor of the scheduler image $image" \
+		test "$tmaj" -eq 0 -a "$imaj" -eq 1 -a "$tmin" -ge $((imin - 1)) -a "$tmin" -le $((imin + 1))
+else
+	check "versions to compare (cluster $kube, scheduler image ${image:-none}, types ${types:-none})" false
+fi
 check "config keeps clientConnection out (in-cluster)" \
 	bash -c '! grep -q "^clientConnection:" deploy/scheduler/kube-scheduler-config.yaml'
 check "examples use schedulerName regosched" \
