@@ -36,9 +36,12 @@ monitoring: ## promtool check and unit tests of the alerts; every metric and lab
 	$(PROMTOOL) test rules $(MONITORING)/prometheus-rules_test.yaml
 	$(GO) test -count=1 ./internal/monitoringtest/
 
-unit: ## go vet and the Go unit tests (these also run the Rego tests through OPA's tester)
+unit: ## go vet (also for macOS and Windows), deploy/validate.sh, and the Go unit tests (these also run the Rego tests through OPA's tester)
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./...
+	bash hack/cross-vet.sh
+	KUSTOMIZE="$(KUSTOMIZE)" bash deploy/validate.sh
+	KUSTOMIZE="$(KUSTOMIZE)" bash hack/test-validate-skew.sh
 	$(GO) test -race -count=1 ./...
 
 rego: ## opa fmt, opa check --strict and opa test with coverage on rego/
