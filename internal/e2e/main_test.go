@@ -16,6 +16,8 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/regosched/regosched/internal/deploytest"
+	"github.com/regosched/regosched/internal/localcluster"
 	"github.com/regosched/regosched/internal/localstack"
 )
 
@@ -76,7 +78,20 @@ func run(m *testing.M) int {
 	// A policy other than the embedded one, e.g. a deliberately broken
 	// copy, to check that the tests notice.
 	policy := os.Getenv("REGOSCHED_E2E_POLICY")
-	s, err := localstack.Start(ctx, localstack.Options{Nodes: stackNodes, PolicyPath: policy, Log: log, ExtenderArgs: deployedArgs})
+	// The scheduler runs the Helm chart's KubeSchedulerConfiguration
+	// (internal/deploytest proves it equals deploy/'s, once adapted).
+	root, err := localcluster.FindRepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	schedulerConfig, err := deploytest.Render{}.SchedulerConfig(ctx, root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rendering the chart's scheduler configuration:", err)
+		return 1
+	}
+	s, err := localstack.Start(ctx, localstack.Options{Nodes: stackNodes, PolicyPath: policy, Log: log,
+		ExtenderArgs: deployedArgs, SchedulerConfig: schedulerConfig})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the stack:", err)
 		return 1

@@ -86,6 +86,11 @@ type Options struct {
 	// NodeWorkers bounds concurrent requests while creating the nodes
 	// (localcluster.Config.NodeWorkers); localcluster's default when 0.
 	NodeWorkers int
+	// SchedulerConfig, when set, is the KubeSchedulerConfiguration the
+	// scheduler runs (adapted to the stack like deploy/'s), e.g. the Helm
+	// chart's rendering; deploy/scheduler/kube-scheduler-config.yaml when
+	// empty.
+	SchedulerConfig []byte
 	// RepoRoot is the checkout to build and read deploy/ from;
 	// localcluster.FindRepoRoot is used when empty.
 	RepoRoot string
@@ -101,10 +106,12 @@ type Stack struct {
 	binDir     string // holds the freshly built regosched binary
 	extBin     string
 	policyPath string
-	grouped    func(map[string]string) bool
-	cluster    *localcluster.Cluster
-	listen     string // host:port regosched serves on, kept across restarts
-	http       *http.Client
+	// schedulerConfig is Options.SchedulerConfig.
+	schedulerConfig []byte
+	grouped         func(map[string]string) bool
+	cluster         *localcluster.Cluster
+	listen          string // host:port regosched serves on, kept across restarts
+	http            *http.Client
 
 	tlsFiles *TLSFiles    // generated on first use of the TLS variant; guarded by mu
 	tlsHTTP  *http.Client // presents the scheduler's client certificate; guarded by mu
@@ -139,12 +146,13 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}
 	s := &Stack{
-		log:        log,
-		root:       root,
-		policyPath: opts.PolicyPath,
-		grouped:    opts.Grouped,
-		http:       &http.Client{Timeout: 5 * time.Second},
-		variant:    Variant{NoBindVerb: opts.NoBindVerb, ExtenderArgs: slices.Clone(opts.ExtenderArgs), TLS: opts.TLS},
+		log:             log,
+		root:            root,
+		policyPath:      opts.PolicyPath,
+		schedulerConfig: opts.SchedulerConfig,
+		grouped:         opts.Grouped,
+		http:            &http.Client{Timeout: 5 * time.Second},
+		variant:         Variant{NoBindVerb: opts.NoBindVerb, ExtenderArgs: slices.Clone(opts.ExtenderArgs), TLS: opts.TLS},
 	}
 	if s.grouped == nil {
 		s.grouped = DefaultGrouped
@@ -212,10 +220,23 @@ func (s *Stack) buildExtender(ctx context.Context) error {
 	return nil
 }
 
-func (s *Stack) startScheduler(ctx context.Context) error {
+// baseSchedulerConfig is the configuration the stack's scheduler starts
+// from: Options.SchedulerConfig, else deploy/'s file.
+func (s *Stack) baseSchedulerConfig() ([]byte, error) {
+	if s.schedulerConfig != nil {
+		return s.schedulerConfig, nil
+	}
 	base, err := os.ReadFile(filepath.Join(s.root, schedulerConfigPath))
 	if err != nil {
-		return fmt.Errorf("reading scheduler config: %w", err)
+		return nil, fmt.Errorf("reading scheduler config: %w", err)
+	}
+	return base, nil
+}
+
+func (s *Stack) startScheduler(ctx context.Context) error {
+	base, err := s.baseSchedulerConfig()
+	if err != nil {
+		return err
 	}
 	cfg, err := localcluster.SchedulerConfig(base, s.cluster.KubeconfigPath(), s.ExtenderURL())
 	if err != nil {
@@ -243,14 +264,15 @@ func (s *Stack) startScheduler(ctx context.Context) error {
 }
 
 // SchedulerConfig returns the deployed scheduler configuration
-// (deploy/scheduler/kube-scheduler-config.yaml) adapted to this stack, as
+// (Options.SchedulerConfig, else deploy/scheduler/kube-scheduler-config.yaml)
+// adapted to this stack, as
 // Start runs it: the cluster's kubeconfig, no leader election, the
 // extender's urlPrefix pointing at this stack's regosched (and, in the TLS
 // variant, its tlsConfig).
 func (s *Stack) SchedulerConfig() ([]byte, error) {
-	base, err := os.ReadFile(filepath.Join(s.root, schedulerConfigPath))
+	base, err := s.baseSchedulerConfig()
 	if err != nil {
-		return nil, fmt.Errorf("reading scheduler config: %w", err)
+		return nil, err
 	}
 	cfg, err := localcluster.SchedulerConfig(base, s.cluster.KubeconfigPath(), s.ExtenderURL())
 	if err != nil {
