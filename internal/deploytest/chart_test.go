@@ -933,8 +933,8 @@ func TestChartPolicyDataLoads(t *testing.T) {
 		},
 		{
 			name:       "misspelt key",
-			policyData: `{"weigths":{"node_spread":2}}`,
-			wantErr:    "weigths",
+			policyData: `{"weigths":{"node_spread":2}}`, //nolint:misspell // misspelt on purpose
+			wantErr:    "weigths",                       //nolint:misspell // misspelt on purpose
 		},
 	}
 	for _, tt := range tests {

@@ -70,7 +70,7 @@ func TestMonitoringMetricsExported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	queries := append(rq, dq...)
+	queries := append(slices.Clone(rq), dq...)
 	names, err := monitoringtest.MetricNames(queries)
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestMonitoringMetricsExported(t *testing.T) {
 			have := e.Samples[name]
 			t.Logf("exported by %s with labels %v", where, keys(have))
 			for _, l := range matched[name] {
-				if !have[l] && !(l == "le" && strings.HasSuffix(name, "_bucket")) {
+				if !have[l] && (l != "le" || !strings.HasSuffix(name, "_bucket")) {
 					t.Errorf("%s exports %s without label %s, which a matcher tests (it has %v)", where, name, l, keys(have))
 				}
 			}
@@ -217,8 +217,11 @@ func policyReloadExposition(t *testing.T, ctx context.Context, root string) *mon
 	t.Cleanup(r.Stop)
 	scrape := func(ctx context.Context) (*monitoringtest.Exposition, error) {
 		body, code, err := httpGet(ctx, http.DefaultClient, r.BaseURL+"/metrics")
-		if err != nil || code != http.StatusOK {
-			return nil, fmt.Errorf("scraping the replica: status %d, %v", code, err)
+		if err != nil {
+			return nil, fmt.Errorf("scraping the replica: %w", err)
+		}
+		if code != http.StatusOK {
+			return nil, fmt.Errorf("scraping the replica: status %d", code)
 		}
 		return monitoringtest.ParseExposition(body)
 	}
@@ -296,7 +299,7 @@ profiles:
 	url := "https://127.0.0.1:" + strconv.Itoa(port)
 	up := func(ctx context.Context) (bool, error) {
 		if p.Exited() {
-			return false, fmt.Errorf("kube-scheduler exited: %v", p.ExitError())
+			return false, fmt.Errorf("kube-scheduler exited: %w", p.ExitError())
 		}
 		if client == nil {
 			pem, err := os.ReadFile(filepath.Join(certDir, "kube-scheduler.crt"))

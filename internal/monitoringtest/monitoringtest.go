@@ -393,15 +393,15 @@ func (l *lexer) skipTo(closing byte) error {
 	depth := 0
 	for !l.eof() {
 		c := l.peek()
-		switch {
-		case c == '"' || c == '\'' || c == '`':
+		switch c {
+		case '"', '\'', '`':
 			if _, err := l.str(); err != nil {
 				return err
 			}
 			continue
-		case c == opening:
+		case opening:
 			depth++
-		case c == closing:
+		case closing:
 			depth--
 			if depth == 0 {
 				l.i++

@@ -539,13 +539,15 @@ func TestCacheKeepsFacts(t *testing.T) {
 		t.Errorf("facts after relabel mismatch (-want +got):\n%s", diff)
 	}
 
-	c.SetKeyFunc(ctx, func(ctx context.Context, p *Pod) ([]string, any, error) {
+	if err := c.SetKeyFunc(ctx, func(ctx context.Context, p *Pod) ([]string, any, error) {
 		keys, _, err := byInstance(ctx, p)
 		if p.Name == "cache-1" {
 			return keys, "v2", errors.New("boom")
 		}
 		return keys, "v2", err
-	}, nil)
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
 	if diff := cmp.Diff(map[string]any{"cache-0": "v2"}, facts()); diff != "" {
 		t.Errorf("facts after SetKeyFunc mismatch (-want +got):\n%s", diff)
 	}
@@ -556,12 +558,14 @@ func TestCacheKeyFuncErrorUnindexes(t *testing.T) {
 	c, client := startCache(t, byInstance, nil,
 		newPod("shop", "cache-0", redis("cache", "master"), onNode("node-1")),
 		newPod("shop", "cache-1", redis("cache", "replica"), onNode("node-2")))
-	c.SetKeyFunc(context.Background(), func(ctx context.Context, p *Pod) ([]string, any, error) {
+	if err := c.SetKeyFunc(context.Background(), func(ctx context.Context, p *Pod) ([]string, any, error) {
 		if p.Name == "cache-1" {
 			return nil, nil, errors.New("boom")
 		}
 		return byInstance(ctx, p)
-	}, nil)
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
 	flush(t, c, client)
 	if diff := cmp.Diff([]string{"shop/cache-0"}, names(c.Peers([]string{"shop/cache"}, ""))); diff != "" {
 		t.Errorf("Peers() mismatch (-want +got):\n%s", diff)

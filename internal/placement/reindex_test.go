@@ -24,12 +24,12 @@ func TestSetKeyFuncBuildsBesideTheOldIndex(t *testing.T) {
 	// started.
 	started := make(chan struct{})
 	var calls atomic.Int32
-	byRole := func(_ context.Context, p *Pod) ([]string, any, error) {
+	byRole := func(_ context.Context, p *Pod) ([]string, any, error) { //nolint:unparam // a KeyFunc
 		if calls.Add(1) == 1 {
 			close(started)
 		}
 		time.Sleep(300 * time.Millisecond)
-		return []string{p.Namespace + "/role=" + labelOf(p, componentLabel)}, nil, nil
+		return []string{p.Namespace + "/role=" + labelOf(p, componentLabel)}, "by role", nil
 	}
 	var activated atomic.Bool
 	done := make(chan error, 1)

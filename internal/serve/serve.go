@@ -57,9 +57,9 @@ type Options struct {
 	// PolicyData is a JSON file merged into the policy's
 	// data.regosched.config (policy.Options.DataFile), watched with
 	// PolicyPoll; empty: none.
-	PolicyData string
-	URLPrefix     string
-	MaxBodyBytes  int64
+	PolicyData   string
+	URLPrefix    string
+	MaxBodyBytes int64
 	// MaxConcurrent bounds the verb requests served at once.
 	MaxConcurrent int
 	// InFlightTTL and InFlightWait bound the wait for peers that passed
