@@ -1,6 +1,8 @@
 package placement
 
 import (
+	"unique"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -85,12 +87,14 @@ func stripPod(obj any) (any, error) {
 		prio = *p.Spec.Priority
 	}
 	return &podRecord{
-		namespace:       p.Namespace,
+		// Namespaces and node names repeat across pods; each decoded pod
+		// brings its own copy, which the canonical one replaces.
+		namespace:       unique.Make(p.Namespace).Value(),
 		name:            p.Name,
 		uid:             p.UID,
 		resourceVersion: p.ResourceVersion,
 		labels:          NewLabels(p.Labels),
-		nodeName:        p.Spec.NodeName,
+		nodeName:        unique.Make(p.Spec.NodeName).Value(),
 		priority:        prio,
 		terminal:        p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
 	}, nil
