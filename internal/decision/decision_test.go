@@ -3,6 +3,7 @@ package decision
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"slices"
 	"testing"
 	"time"
@@ -30,7 +31,13 @@ func (s staticPolicies) Load() *policy.Policy { return s.p }
 
 func defaultPolicy(t testing.TB) *policy.Policy {
 	t.Helper()
-	b, err := policy.LoadFS(regosched.DefaultPolicy(), "default")
+	return compileFS(t, regosched.DefaultPolicy())
+}
+
+// compileFS loads and compiles the bundle in fsys.
+func compileFS(t testing.TB, fsys fs.FS) *policy.Policy {
+	t.Helper()
+	b, err := policy.LoadFS(fsys, "test bundle")
 	if err != nil {
 		t.Fatal(err)
 	}

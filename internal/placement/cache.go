@@ -52,7 +52,8 @@ type Cache struct {
 	dirty map[string]struct{}
 	// reindexMu lets one re-index run at a time.
 	reindexMu sync.Mutex
-	// mu guards the index and the in-flight maps below for readers.
+	// mu guards the index (written with writeMu held too) and the
+	// in-flight maps below.
 	mu sync.RWMutex
 	index
 	// inflight holds pods that passed filter and are not yet seen bound,
@@ -256,7 +257,7 @@ func (c *Cache) removeLocked(p *podRecord) {
 	// not take out the one indexed now, e.g. assumed by the bind verb.
 	name := podKey(p.namespace, p.name)
 	if e, ok := c.byName[name]; ok && e.pod.UID == p.uid {
-		c.unindexLocked(name)
+		c.remove(name)
 	}
 	// A pod deleted in flight will never land: stop waiting for it.
 	c.landedLocked(p.uid)
@@ -269,12 +270,12 @@ func (c *Cache) upsertLocked(ctx context.Context, obj *podRecord) {
 	pod, keys := c.describeRecord(ctx, *c.keyFunc.Load(), obj)
 	c.mu.Lock()
 	old := c.byName[name]
-	c.unindexLocked(name)
+	c.remove(name)
 	if obj.nodeName != "" {
 		// Seen bound: whatever was in flight has landed.
 		c.landedLocked(pod.UID)
 	}
-	c.indexLocked(name, pod, keys)
+	c.add(name, pod, keys, nil)
 	c.mu.Unlock()
 	if c.onRelabel != nil && old != nil && old.pod.UID == pod.UID && old.pod.Labels != pod.Labels {
 		c.onRelabel()
@@ -300,11 +301,6 @@ func (c *Cache) describeRecord(ctx context.Context, keys KeyFunc, obj *podRecord
 	}
 	pod.Facts = facts
 	return pod, groups
-}
-
-// indexLocked adds a pod to its groups. The caller holds mu.
-func (c *Cache) indexLocked(name string, pod *Pod, keys []string) {
-	c.add(name, pod, keys, nil)
 }
 
 // add puts a pod in its groups; a pod without groups is left out.
@@ -338,9 +334,6 @@ func (c *Cache) PodByUID(uid types.UID) (*Pod, bool) {
 	}
 	return e.pod, true
 }
-
-// unindexLocked removes a pod from every group. The caller holds mu.
-func (c *Cache) unindexLocked(name string) { c.remove(name) }
 
 // remove takes a pod out of every group.
 func (ix *index) remove(name string) {

@@ -103,7 +103,7 @@ func (c *Cache) Assume(pod *Pod, keys []string, current func() bool) bool {
 	c.markDirtyLocked(name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.unindexLocked(name)
+	c.remove(name)
 	c.add(name, pod, keys, pod)
 	c.landedLocked(pod.UID)
 	return true
@@ -120,7 +120,7 @@ func (c *Cache) Unassume(pod *Pod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.assumed[name] == pod {
-		c.unindexLocked(name)
+		c.remove(name)
 	}
 }
 

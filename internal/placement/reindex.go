@@ -36,8 +36,7 @@ func (c *Cache) SetKeyFunc(ctx context.Context, keys KeyFunc, activate func()) e
 			return fmt.Errorf("re-indexing pods: %w", ctx.Err())
 		}
 		if r, ok := obj.(*podRecord); ok {
-			pod, groups := c.describeRecord(ctx, keys, r)
-			next.add(pod.Key(), pod, groups, nil)
+			c.addRecord(ctx, &next, keys, r)
 		}
 	}
 	for name, origin := range assumed {
@@ -51,8 +50,7 @@ func (c *Cache) SetKeyFunc(ctx context.Context, keys KeyFunc, activate func()) e
 		next.remove(name)
 		if obj, ok, err := store.GetByKey(name); err == nil && ok {
 			if r, ok := obj.(*podRecord); ok {
-				pod, groups := c.describeRecord(ctx, keys, r)
-				next.add(name, pod, groups, nil)
+				c.addRecord(ctx, &next, keys, r)
 			}
 			continue
 		}
@@ -72,6 +70,12 @@ func (c *Cache) SetKeyFunc(ctx context.Context, keys KeyFunc, activate func()) e
 	}
 	c.mu.Unlock()
 	return nil
+}
+
+// addRecord adds the pod of an informer record to ix as keys groups it.
+func (c *Cache) addRecord(ctx context.Context, ix *index, keys KeyFunc, r *podRecord) {
+	pod, groups := c.describeRecord(ctx, keys, r)
+	ix.add(pod.Key(), pod, groups, nil)
 }
 
 // assumedLocked returns the pods the bind verb recorded and the informer

@@ -382,14 +382,12 @@ func Run(ctx context.Context, opts Options) error {
 	// in-flight binds have drained, or another replica could decide against
 	// placements this one is still making.
 	var lost <-chan struct{}
-	electCtx, stopElect := context.WithCancel(context.WithoutCancel(ctx))
-	elected := make(chan struct{})
-	defer func() { stopElect(); <-elected }()
 	if elector != nil {
 		lost = elector.Lost()
+		electCtx, stopElect := context.WithCancel(context.WithoutCancel(ctx))
+		elected := make(chan struct{})
+		defer func() { stopElect(); <-elected }()
 		go func() { elector.Run(electCtx); close(elected) }()
-	} else {
-		close(elected)
 	}
 
 	errc := make(chan error, len(servers))
