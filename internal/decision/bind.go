@@ -61,8 +61,11 @@ func (d *Decider) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs
 			return err
 		}
 		placed, err = d.commit(ctx, pol, pod, keys, args)
-		if errors.Is(err, errPolicyChanged) && attempt < maxPolicyChanges {
-			continue // judged again, under the policy now active
+		if errors.Is(err, errPolicyChanged) {
+			if attempt < maxPolicyChanges {
+				continue // judged again, under the policy now active
+			}
+			d.binds.WithLabelValues("error").Inc() // commit counts its other errors itself
 		}
 		if err != nil {
 			return err

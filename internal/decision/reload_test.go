@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,15 +51,7 @@ func variantPolicy(t *testing.T, edit func(string) string) *policy.Policy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := policy.LoadFS(mfs, "variant")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := policy.Compile(context.Background(), b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return compileFS(t, mfs)
 }
 
 // TestBindAfterAReloadJudgesUnderTheNewPolicy: a pod passes filter under a
@@ -114,6 +107,34 @@ func TestBindAfterAReloadJudgesUnderTheNewPolicy(t *testing.T) {
 		t.Fatalf("Bind() after the reload = %v, want ErrRefused (two masters of cache on node-1)", err)
 	}
 	if got := nodeOf(t, client, pending); got != "" {
+		t.Errorf("pod bound to %q, want unbound", got)
+	}
+}
+
+// flipping is a policy replaced at every look: a reload storm.
+type flipping struct {
+	ps [2]*policy.Policy
+	n  atomic.Int32
+}
+
+func (f *flipping) Load() *policy.Policy { return f.ps[f.n.Add(1)%2] }
+
+// TestBindGivesUpUnderAReloadStorm: a bind whose policy keeps changing under
+// it is judged again a bounded number of times, then fails, counted as a
+// bind error, and records nothing.
+func TestBindGivesUpUnderAReloadStorm(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	d, client := newDecider(t, nil, reg)
+	d.policies = &flipping{ps: [2]*policy.Policy{defaultPolicy(t), defaultPolicy(t)}}
+	p := redis("cache-0-master", "master", "0", "", 0)
+	createPending(t, client, p)
+	if err := d.Bind(context.Background(), bindArgs(p, "node-1")); !errors.Is(err, errPolicyChanged) {
+		t.Fatalf("Bind() = %v, want errPolicyChanged", err)
+	}
+	if got := testutil.ToFloat64(d.binds.WithLabelValues("error")); got != 1 {
+		t.Errorf("regosched_binds_total{outcome=\"error\"} = %v, want 1", got)
+	}
+	if got := nodeOf(t, client, p); got != "" {
 		t.Errorf("pod bound to %q, want unbound", got)
 	}
 }
