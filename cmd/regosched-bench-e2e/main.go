@@ -3,14 +3,15 @@
 // built from the tree; fake nodes, no kubelet): the same mixed Redis and
 // Elasticsearch workload scheduled (a) by kube-scheduler with regosched as
 // extender, (b) by kube-scheduler alone with the equivalent native required
-// pod anti-affinity, (c) by kube-scheduler alone with no rules. Progress
-// goes to stderr; detail lines and, last, one result line to stdout:
+// pod anti-affinity, (c) by kube-scheduler alone with no rules, at each
+// point of cluster size (nodes, and pods already bound). Progress goes to
+// stderr; detail lines and, last, one result line per point to stdout:
 //
-//	throughput nodes=N pods=M regosched=X/s native=Y/s norules=Z/s violations_regosched=A violations_native=B
+//	throughput nodes=N bound=B pods=M regosched=X/s native=Y/s norules=Z/s violations_regosched=A violations_native=B
 //
 // See internal/benche2e.
 //
-//	go run ./cmd/regosched-bench-e2e --nodes 100 --redis-clusters 20 --es-clusters 10
+//	go run ./cmd/regosched-bench-e2e --points 100:0,500:2000 --redis-clusters 20 --es-clusters 10 --plot out.png
 package main
 
 import (
@@ -31,7 +32,8 @@ import (
 func main() {
 	w := benche2e.DefaultWorkload()
 	opts := benche2e.Options{Out: os.Stdout}
-	flag.IntVar(&opts.Nodes, "nodes", 1000, "number of fake nodes (zones a, b, c round robin)")
+	points := flag.String("points", "1000:0,5000:10000", "cluster sizes to measure, NODES:BOUND comma separated: fake nodes (zones a, b, c round robin) and pods bound on them beforehand (Redis and Elasticsearch clusters in the scheduled pods' namespaces, each cluster's members on distinct nodes, with native anti-affinity in the native configuration)")
+	flag.StringVar(&opts.PlotPath, "plot", "", "write a picture of pods/s against bound pods to this .png or .svg file")
 	flag.IntVar(&w.RedisClusters, "redis-clusters", w.RedisClusters, "Redis clusters")
 	flag.IntVar(&w.RedisShards, "redis-shards", w.RedisShards, "shards per Redis cluster (a master and a replica each)")
 	flag.IntVar(&w.ESClusters, "es-clusters", w.ESClusters, "Elasticsearch clusters")
@@ -45,7 +47,16 @@ func main() {
 	flag.StringVar(&opts.ProfileDir, "profile-dir", "", "write CPU profiles of regosched over its measurement to this folder (go tool pprof -top DIR/*.pprof)")
 	level := flag.String("log-level", "info", "progress detail on stderr: debug, info, warn, error")
 	flag.Parse()
+	var err error
 	opts.Workload = w
+	if opts.Points, err = benche2e.ParsePoints(*points); err != nil {
+		fail(2, "--points: %v", err)
+	}
+	if opts.PlotPath != "" {
+		if err := benche2e.CheckPlotPath(opts.PlotPath); err != nil {
+			fail(2, "--plot: %v", err)
+		}
+	}
 
 	log := logrus.New()
 	log.SetOutput(os.Stderr)

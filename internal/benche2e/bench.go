@@ -1,12 +1,14 @@
 package benche2e
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -27,8 +29,10 @@ import (
 
 // Options configures Run.
 type Options struct {
-	// Nodes is the number of fake nodes (three zones, round robin).
-	Nodes int
+	// Points are the cluster sizes to measure, measured in order of
+	// their node count (nodes are only ever added); DefaultPoints when
+	// empty.
+	Points []Point
 	// Workload is what to schedule in each measurement.
 	Workload Workload
 	// Modes are the configurations to measure, in this order; all when
@@ -48,8 +52,11 @@ type Options struct {
 	// ProfileDir, when set, receives CPU profiles of regosched (run with
 	// --profiling) over its measurement, one file per profileChunk.
 	ProfileDir string
-	// Out receives the detail lines and, last, the result line.
+	// Out receives the detail lines and a result line per point.
 	Out io.Writer
+	// PlotPath, when set, receives a picture of the results: pods per
+	// second against bound pods, a line per configuration (.png or .svg).
+	PlotPath string
 	// Log receives progress messages; nil discards them.
 	Log logrus.FieldLogger
 }
@@ -61,16 +68,29 @@ const (
 	waitMetric = "regosched_inflight_wait_seconds"
 )
 
-// Run starts the stack, measures each configuration on it with fresh
-// namespaces, writes details and the result line to opts.Out, and stops
-// everything. A configuration that times out is reported with what was
-// bound; Run then returns an error after printing the result line.
+// Run starts the stack and, point by point, adds nodes up to the point's
+// size and measures each configuration on it with fresh namespaces and the
+// point's pre-bound pods; it writes details and a result line per point to
+// opts.Out, draws the picture, and stops everything. A configuration that
+// times out is reported with what was bound; Run then returns an error
+// after printing the result lines.
 func Run(ctx context.Context, opts Options) error {
 	if err := opts.Workload.Validate(); err != nil {
 		return err
 	}
-	if opts.Nodes < 1 {
-		return fmt.Errorf("need at least one node, got %d", opts.Nodes)
+	points := slices.Clone(opts.Points)
+	if len(points) == 0 {
+		points = slices.Clone(DefaultPoints)
+	}
+	slices.SortStableFunc(points, func(a, b Point) int { return cmp.Compare(a.Nodes, b.Nodes) })
+	for _, pt := range points {
+		if pt.Nodes < 1 || pt.Bound < 0 {
+			return fmt.Errorf("point %+v: need at least one node and no negative count", pt)
+		}
+		// Fake nodes allow 110 pods each.
+		if pods := pt.Bound + opts.Workload.Size(); pods > 100*pt.Nodes {
+			return fmt.Errorf("point %+v: %d pods do not fit on %d nodes", pt, pods, pt.Nodes)
+		}
 	}
 	modes := opts.Modes
 	if len(modes) == 0 {
@@ -123,39 +143,58 @@ func Run(ctx context.Context, opts Options) error {
 	defer stack.Stop()
 	printf("phase: stack start (builds, etcd, kube-apiserver, regosched): %s", time.Since(t0).Round(time.Millisecond))
 
-	t1 := time.Now()
-	if _, err := stack.Cluster().AddNodes(ctx, opts.Nodes); err != nil {
-		return err
-	}
-	d := time.Since(t1)
-	printf("phase: %d nodes created in %s (%.0f nodes/s, %d workers, create + status update each)",
-		opts.Nodes, d.Round(time.Millisecond), float64(opts.Nodes)/d.Seconds(), opts.NodeWorkers)
-
 	b := &bench{opts: opts, stack: stack, log: log, printf: printf}
-	var results []Result
+	var nodes []string
+	var done []PointResult
 	var failed error
-	for _, m := range modes {
-		if m != ModeRegosched {
-			// regosched would otherwise watch (and spend CPU on) the
-			// pods of the native runs.
-			stack.StopExtender()
+	for i, pt := range points {
+		if add := pt.Nodes - len(nodes); add > 0 {
+			t1 := time.Now()
+			names, err := stack.Cluster().AddNodes(ctx, add)
+			if err != nil {
+				return err
+			}
+			nodes = append(nodes, names...)
+			d := time.Since(t1)
+			printf("phase: %d nodes created in %s (%.0f nodes/s, %d workers, create + status update each)",
+				add, d.Round(time.Millisecond), float64(add)/d.Seconds(), opts.NodeWorkers)
 		}
-		r, err := b.measure(ctx, m)
-		if err != nil {
-			return fmt.Errorf("configuration %s (%s): %w", m, m.Name(), err)
+		pr := PointResult{Point: Point{Nodes: len(nodes), Bound: pt.Bound}, Pods: opts.Workload.Size()}
+		for _, m := range modes {
+			if m != ModeRegosched {
+				// regosched would otherwise watch (and spend CPU on) the
+				// pods of the native runs.
+				stack.StopExtender()
+			}
+			r, err := b.measure(ctx, m, fmt.Sprintf("%s%d", m, i), pt.Bound, nodes)
+			if err != nil {
+				return fmt.Errorf("nodes=%d bound=%d: configuration %s (%s): %w", pr.Nodes, pr.Bound, m, m.Name(), err)
+			}
+			for _, l := range r.Details() {
+				printf("nodes=%d bound=%d %s", pr.Nodes, pr.Bound, l)
+			}
+			if r.TimedOut {
+				failed = errors.Join(failed, fmt.Errorf("nodes=%d bound=%d: configuration %s (%s) timed out: %d of %d pods bound",
+					pr.Nodes, pr.Bound, m, m.Name(), r.Bound, r.Pods))
+			}
+			pr.Results = append(pr.Results, r)
 		}
-		for _, l := range r.Details() {
-			printf("%s", l)
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-		if r.TimedOut {
-			failed = errors.Join(failed, fmt.Errorf("configuration %s (%s) timed out: %d of %d pods bound", m, m.Name(), r.Bound, r.Pods))
+		done = append(done, pr)
+		// Every line so far again, so that the last lines are the whole
+		// result even when details came in between.
+		for _, d := range done {
+			printf("%s", d.Line())
 		}
-		results = append(results, r)
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
+	if opts.PlotPath != "" {
+		if err := WritePlot(opts.PlotPath, done); err != nil {
+			return errors.Join(failed, err)
+		}
+		printf("picture: %s", opts.PlotPath)
 	}
-	printf("%s", ResultLine(opts.Nodes, opts.Workload.Size(), results))
 	return failed
 }
 
@@ -167,11 +206,11 @@ type bench struct {
 	printf func(string, ...any)
 }
 
-// measure runs one configuration: fresh namespaces, every pod created
-// while no scheduler runs, then one kube-scheduler started and timed until
-// every pod is bound; then the placement is checked and the pods deleted.
-func (b *bench) measure(ctx context.Context, mode Mode) (Result, error) {
-	run := string(mode)
+// measure runs one configuration as the run named run: fresh namespaces,
+// prebound pods placed on nodes, then every pod to schedule created while
+// no scheduler runs, then one kube-scheduler started and timed until every
+// pod is bound; then the placement is checked and the pods deleted.
+func (b *bench) measure(ctx context.Context, mode Mode, run string, prebound int, nodes []string) (Result, error) {
 	w := b.opts.Workload
 	client := b.stack.Client()
 	log := b.log.WithField("configuration", mode.Name())
@@ -182,6 +221,22 @@ func (b *bench) measure(ctx context.Context, mode Mode) (Result, error) {
 		if err := b.stack.EnsureNamespace(ctx, ns); err != nil {
 			return res, err
 		}
+	}
+	if prebound > 0 {
+		if mode == ModeRegosched {
+			// Started again below, it is ready only once it has listed
+			// them: describing them is no part of the measurement.
+			b.stack.StopExtender()
+		}
+		pre, err := w.Prebound(mode, run, prebound, nodes)
+		if err != nil {
+			return res, err
+		}
+		t := time.Now()
+		if err := createPods(ctx, client, pre, b.opts.CreateWorkers); err != nil {
+			return res, err
+		}
+		b.printf("phase: %s: %d pods pre-bound in %s", mode.Name(), len(pre), time.Since(t).Round(time.Millisecond))
 	}
 	watch, err := startBindWatch(ctx, client, run, w.Size())
 	if err != nil {
@@ -205,17 +260,7 @@ func (b *bench) measure(ctx context.Context, mode Mode) (Result, error) {
 	createPIDs := b.pids()
 	atCreate := cpuSnapshot(createPIDs)
 	res.CreateStart = time.Now()
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(b.opts.CreateWorkers)
-	for _, p := range pods {
-		g.Go(func() error {
-			if _, err := client.CoreV1().Pods(p.Namespace).Create(gctx, p, metav1.CreateOptions{}); err != nil {
-				return fmt.Errorf("creating pod %s/%s: %w", p.Namespace, p.Name, err)
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	if err := createPods(ctx, client, pods, b.opts.CreateWorkers); err != nil {
 		return res, err
 	}
 	res.CreateEnd = time.Now()
@@ -299,11 +344,26 @@ func (b *bench) measure(ctx context.Context, mode Mode) (Result, error) {
 
 	// Leave an empty cluster to the next configuration.
 	t = time.Now()
-	if err := deletePods(ctx, client, nss, run); err != nil {
+	if err := deletePods(ctx, client, nss); err != nil {
 		return res, err
 	}
-	b.printf("phase: %s: check %s, delete %d pods %s", mode.Name(), checkTook.Round(time.Millisecond), len(list.Items), time.Since(t).Round(time.Millisecond))
+	b.printf("phase: %s: check %s, delete %d pods %s", mode.Name(), checkTook.Round(time.Millisecond), len(list.Items)+prebound, time.Since(t).Round(time.Millisecond))
 	return res, nil
+}
+
+// createPods creates pods with at most workers requests at once.
+func createPods(ctx context.Context, client kubernetes.Interface, pods []*corev1.Pod, workers int) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for _, p := range pods {
+		g.Go(func() error {
+			if _, err := client.CoreV1().Pods(p.Namespace).Create(gctx, p, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating pod %s/%s: %w", p.Namespace, p.Name, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // schedulerConfig is the KubeSchedulerConfiguration of mode: the deployed
@@ -434,8 +494,8 @@ func (b *bench) verbTimes(ctx context.Context) ([]VerbTime, error) {
 func Violations(pods []corev1.Pod) []string { return ls.Violations(pods) }
 
 // deletePods deletes every pod of the namespaces at once (no kubelet runs
-// to finish a graceful deletion) and waits until none of run's is left.
-func deletePods(ctx context.Context, client kubernetes.Interface, nss []string, run string) error {
+// to finish a graceful deletion) and waits until none is left.
+func deletePods(ctx context.Context, client kubernetes.Interface, nss []string) error {
 	zero := int64(0)
 	for _, ns := range nss {
 		err := client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
@@ -444,14 +504,19 @@ func deletePods(ctx context.Context, client kubernetes.Interface, nss []string, 
 		}
 	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: LabelRun + "=" + run})
-		if err != nil {
-			return false, fmt.Errorf("listing pods: %w", err)
+		for _, ns := range nss {
+			list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+			if err != nil {
+				return false, fmt.Errorf("listing pods of %s: %w", ns, err)
+			}
+			if len(list.Items) > 0 {
+				return false, nil
+			}
 		}
-		return len(list.Items) == 0, nil
+		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for the pods of run %s to go: %w", run, err)
+		return fmt.Errorf("waiting for the pods of %v to go: %w", nss, err)
 	}
 	return nil
 }

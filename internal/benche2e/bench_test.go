@@ -170,7 +170,7 @@ func TestViolations(t *testing.T) {
 	}
 }
 
-func TestResultLine(t *testing.T) {
+func TestPointResultLine(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	res := func(m Mode, secs float64, viol int) Result {
 		return Result{
@@ -182,18 +182,27 @@ func TestResultLine(t *testing.T) {
 		}
 	}
 	all := []Result{res(ModeRegosched, 7.5, 0), res(ModeNative, 6, 0), res(ModeNoRules, 5, 3)}
-	got := ResultLine(1000, 1500, all)
-	want := "throughput nodes=1000 pods=1500 regosched=120.0/s native=136.4/s norules=150.0/s violations_regosched=0 violations_native=0"
-	if got != want {
-		t.Errorf("ResultLine() =\n%s\nwant\n%s", got, want)
+	format := regexp.MustCompile(`^throughput nodes=\d+ bound=\d+ pods=\d+ regosched=[0-9.]+/s native=[0-9.]+/s norules=[0-9.]+/s violations_regosched=-?\d+ violations_native=-?\d+$`)
+	tests := []struct {
+		name string
+		pr   PointResult
+		want string
+	}{
+		{"every configuration", PointResult{Point: Point{Nodes: 5000, Bound: 10000}, Pods: 1500, Results: all},
+			"throughput nodes=5000 bound=10000 pods=1500 regosched=120.0/s native=136.4/s norules=150.0/s violations_regosched=0 violations_native=0"},
+		{"no rules only", PointResult{Point: Point{Nodes: 100}, Pods: 1500, Results: []Result{res(ModeNoRules, 1, 0)}},
+			"throughput nodes=100 bound=0 pods=1500 regosched=0.0/s native=0.0/s norules=250.0/s violations_regosched=-1 violations_native=-1"},
 	}
-	format := regexp.MustCompile(`^throughput nodes=\d+ pods=\d+ regosched=[0-9.]+/s native=[0-9.]+/s norules=[0-9.]+/s violations_regosched=-?\d+ violations_native=-?\d+$`)
-	if !format.MatchString(got) {
-		t.Errorf("result line %q does not match %s", got, format)
-	}
-	only := ResultLine(100, 140, []Result{res(ModeNoRules, 1, 0)})
-	if !format.MatchString(only) || !strings.Contains(only, "regosched=0.0/s") || !strings.Contains(only, "violations_native=-1") {
-		t.Errorf("partial result line %q", only)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.pr.Line()
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Line() (-want +got):\n%s", diff)
+			}
+			if !format.MatchString(got) {
+				t.Errorf("result line %q does not match %s", got, format)
+			}
+		})
 	}
 	if r := all[0]; r.RateFromCreate() != 1500/12.5 || r.RateSteady() != 1499/6.5 {
 		t.Errorf("rates %v %v", r.RateFromCreate(), r.RateSteady())

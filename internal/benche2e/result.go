@@ -99,19 +99,39 @@ func (r Result) Details() []string {
 	return out
 }
 
-// ResultLine is the benchmark's last line. Rates count, as issue 5 defines
-// them, from the first pod created to the last pod bound (Details also
-// gives them from the scheduler's start). Absent modes print as 0 and
-// violations of an absent mode as -1.
-func ResultLine(nodes, pods int, results []Result) string {
+// PointResult is every configuration measured at one point.
+type PointResult struct {
+	Point
+	// Pods is the number of pods scheduled in each configuration.
+	Pods    int
+	Results []Result
+}
+
+// Rate is mode's pods per second from the first pod created to the last
+// bound, and whether mode was measured.
+func (p PointResult) Rate(mode Mode) (float64, bool) {
+	for _, r := range p.Results {
+		if r.Mode == mode {
+			return r.RateFromCreate(), true
+		}
+	}
+	return 0, false
+}
+
+// Line is the point's result line. Rates count from the first pod created
+// to the last pod bound (Details also gives them from the scheduler's
+// start): the pods' creation is the same in every configuration, and the
+// scheduler's start-up (listing the nodes and the bound pods) belongs to
+// its cost. Absent modes print as 0 and violations of an absent mode as -1.
+func (p PointResult) Line() string {
 	rates := map[Mode]float64{}
 	viol := map[Mode]int{ModeRegosched: -1, ModeNative: -1}
-	for _, r := range results {
+	for _, r := range p.Results {
 		rates[r.Mode] = r.RateFromCreate()
 		viol[r.Mode] = len(r.Violations)
 	}
-	return fmt.Sprintf("throughput nodes=%d pods=%d regosched=%.1f/s native=%.1f/s norules=%.1f/s violations_regosched=%d violations_native=%d",
-		nodes, pods, rates[ModeRegosched], rates[ModeNative], rates[ModeNoRules], viol[ModeRegosched], viol[ModeNative])
+	return fmt.Sprintf("throughput nodes=%d bound=%d pods=%d regosched=%.1f/s native=%.1f/s norules=%.1f/s violations_regosched=%d violations_native=%d",
+		p.Nodes, p.Bound, p.Pods, rates[ModeRegosched], rates[ModeNative], rates[ModeNoRules], viol[ModeRegosched], viol[ModeNative])
 }
 
 // VerbTime is regosched's time answering one extender verb, from its

@@ -11,6 +11,7 @@ package benche2e
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -210,4 +211,101 @@ func NativeAntiAffinity(labels map[string]string) *corev1.Affinity {
 	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: terms,
 	}}
+}
+
+// LabelPrebound marks the pods a measurement binds before it starts, with
+// the run's name: the cluster the scheduled pods land in.
+const LabelPrebound = "regosched.io/bench-prebound"
+
+// preboundClusterSize is the largest cluster Prebound makes (a Redis
+// cluster of three shards, master and replica each); its members need as
+// many distinct nodes.
+const preboundClusterSize = 6
+
+// Prebound returns bound pods already placed on nodes: Redis clusters of
+// three shards (master and replica each) alternating with Elasticsearch
+// clusters of five data pods, in NamespaceNames(run) round robin, until
+// there are n pods (the last cluster may be cut short). Pod k goes to
+// nodes[k % len(nodes)], so the members of one cluster are on distinct
+// nodes and break no rule; the clusters are named apart from Pods' so that
+// no scheduled pod is their peer. In native mode they carry the rules as
+// required pod anti-affinity, as they would had native scheduling placed
+// them: that is what kube-scheduler checks every pending pod against.
+func (w Workload) Prebound(mode Mode, run string, n int, nodes []string) ([]*corev1.Pod, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	if len(nodes) < preboundClusterSize {
+		return nil, fmt.Errorf("pre-bound pods: need at least %d nodes to keep a cluster's members apart, got %d", preboundClusterSize, len(nodes))
+	}
+	nss := w.NamespaceNames(run)
+	pods := make([]*corev1.Pod, 0, n)
+	add := func(p *corev1.Pod) bool {
+		if len(pods) == n {
+			return false
+		}
+		p.Labels[LabelPrebound] = run
+		p.Spec.SchedulerName = mode.SchedulerName()
+		p.Spec.NodeName = nodes[len(pods)%len(nodes)]
+		if mode == ModeNative {
+			p.Spec.Affinity = NativeAntiAffinity(p.Labels)
+		}
+		pods = append(pods, p)
+		return true
+	}
+	for c := 0; len(pods) < n; c++ {
+		ns := nss[c%len(nss)]
+		if c%2 == 0 {
+			cluster := fmt.Sprintf("pre-redis-%05d", c/2)
+			for sh := range 3 {
+				shard := strconv.Itoa(sh)
+				add(ls.RedisPod(ns, cluster, fmt.Sprintf("%s-%d-master", cluster, sh), "master", shard))
+				add(ls.RedisPod(ns, cluster, fmt.Sprintf("%s-%d-replica", cluster, sh), "replica", shard))
+			}
+			continue
+		}
+		cluster := fmt.Sprintf("pre-es-%05d", c/2)
+		for d := range 5 {
+			add(ls.ESPod(ns, cluster, fmt.Sprintf("%s-data-%d", cluster, d), "data"))
+		}
+	}
+	return pods, nil
+}
+
+// Point is one cluster size the benchmark measures: Nodes fake nodes with
+// Bound pods already placed on them.
+type Point struct {
+	Nodes int
+	Bound int
+}
+
+// DefaultPoints are a small cluster with nothing bound, where the
+// extender protocol's own cost shows, and a large busy one, where native
+// anti-affinity's cost grows with the pods it must check.
+var DefaultPoints = []Point{{Nodes: 1000, Bound: 0}, {Nodes: 5000, Bound: 10000}}
+
+// ParsePoints reads points written NODES:BOUND, comma separated, e.g.
+// "1000:0,5000:10000".
+func ParsePoints(s string) ([]Point, error) {
+	var out []Point
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		nodes, bound, ok := strings.Cut(f, ":")
+		if !ok {
+			return nil, fmt.Errorf("point %q: want NODES:BOUND", f)
+		}
+		n, err := strconv.Atoi(nodes)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("point %q: nodes must be a positive number", f)
+		}
+		b, err := strconv.Atoi(bound)
+		if err != nil || b < 0 {
+			return nil, fmt.Errorf("point %q: bound pods must be a number from 0", f)
+		}
+		if b > 0 && n < preboundClusterSize {
+			return nil, fmt.Errorf("point %q: bound pods need at least %d nodes", f, preboundClusterSize)
+		}
+		out = append(out, Point{Nodes: n, Bound: b})
+	}
+	return out, nil
 }
