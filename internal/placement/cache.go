@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -40,7 +41,7 @@ type Cache struct {
 	synced    []cache.InformerSynced
 	keyFunc   atomic.Pointer[KeyFunc]
 	clock     clock.WithTicker
-	// onRelabel, if set, is told when a bound pod's labels change.
+	// onRelabel, if set, is told when a bound pod's description changes.
 	onRelabel func()
 
 	// writeMu serialises writers (informer events, binds and the end of a
@@ -69,8 +70,11 @@ type Cache struct {
 type Option func(*Cache)
 
 // WithOnRelabel has f called (on the informer's goroutine: it must not
-// block) once the index holds new labels of a bound pod it held before: a
-// role moved by a failover, say, which may break a rule where it stands.
+// block) once the index holds new labels of a bound pod it held before and
+// the policy describes the pod differently under them (other groups or
+// facts): a role moved by a failover, say, which may break a rule where it
+// stands. Labels no rule reads, such as the topology labels the API server
+// copies onto a pod when it is bound, do not call f.
 func WithOnRelabel(f func()) Option {
 	return func(cache *Cache) { cache.onRelabel = f }
 }
@@ -277,7 +281,8 @@ func (c *Cache) upsertLocked(ctx context.Context, obj *podRecord) {
 	}
 	c.add(name, pod, keys, nil)
 	c.mu.Unlock()
-	if c.onRelabel != nil && old != nil && old.pod.UID == pod.UID && old.pod.Labels != pod.Labels {
+	if c.onRelabel != nil && old != nil && old.pod.UID == pod.UID && old.pod.Labels != pod.Labels &&
+		!sameDescription(old.keys, old.pod.Facts, keys, pod.Facts) {
 		c.onRelabel()
 	}
 }
@@ -350,4 +355,23 @@ func (ix *index) remove(name string) {
 			delete(ix.groups, k)
 		}
 	}
+}
+
+// SameFacts is implemented by facts (the KeyFunc's) that can tell whether
+// other facts say the same of a pod; facts that do not are compared with
+// reflect.DeepEqual.
+type SameFacts interface {
+	SameAs(other any) bool
+}
+
+// sameDescription reports whether two descriptions of a pod, groups and
+// facts, are the same to the policy.
+func sameDescription(keysA []string, factsA any, keysB []string, factsB any) bool {
+	if !slices.Equal(keysA, keysB) {
+		return false
+	}
+	if f, ok := factsA.(SameFacts); ok {
+		return f.SameAs(factsB)
+	}
+	return reflect.DeepEqual(factsA, factsB)
 }

@@ -49,6 +49,14 @@ type claims struct {
 	marked, avoiding bool
 }
 
+// same reports whether c and o hold the same claims.
+func (c claims) same(o claims) bool {
+	if c.marks != o.marks || c.marked != o.marked || c.avoiding != o.avoiding || (c.avoids == nil) != (o.avoids == nil) {
+		return false
+	}
+	return c.avoids == nil || (slices.Equal(c.avoids.separate, o.avoids.separate) && slices.Equal(c.avoids.spread, o.avoids.spread))
+}
+
 type avoids struct {
 	separate, spread []avoid
 }

@@ -27,6 +27,17 @@ type Facts struct {
 	claims claims // zero when the policy has no claims rule
 }
 
+// SameAs reports whether other is facts of the same policy saying the same
+// (placement.SameFacts): a relabelled pod whose facts are the same needs no
+// new audit.
+func (f *Facts) SameAs(other any) bool {
+	o, ok := other.(*Facts)
+	if !ok || f == nil || o == nil {
+		return f == nil && o == nil && ok
+	}
+	return f.policy == o.policy && f.packed == o.packed && f.claims.same(o.claims)
+}
+
 // packFacts packs the value of the facts rule, which must be a ground
 // value (a rule's result is).
 func packFacts(v ast.Value) (string, error) {
