@@ -50,7 +50,8 @@ type Options struct {
 	NodeWorkers   int
 	CreateWorkers int
 	// ProfileDir, when set, receives CPU profiles of regosched (run with
-	// --profiling) over its measurement, one file per profileChunk.
+	// --profiling) over its measurement, one file per profileChunk, named
+	// for the run: regosched-a0-cpu-00.pprof is the first of point 0.
 	ProfileDir string
 	// Out receives the detail lines and a result line per point.
 	Out io.Writer
@@ -294,7 +295,7 @@ func (b *bench) measure(ctx context.Context, mode Mode, run string, prebound int
 
 	if mode == ModeRegosched && b.opts.ProfileDir != "" {
 		profCtx, stopProf := context.WithCancel(ctx)
-		profDone := b.profile(profCtx)
+		profDone := b.profile(profCtx, run)
 		defer func() { stopProf(); <-profDone }()
 	}
 	timer := time.NewTimer(b.opts.Timeout)
@@ -439,10 +440,10 @@ func (b *bench) pids() map[string]int {
 // little of the measurement is lost at its end; pprof merges the files.
 const profileChunk = 3 * time.Second
 
-// profile writes regosched CPU profiles to ProfileDir, one per
+// profile writes regosched CPU profiles of run to ProfileDir, one per
 // profileChunk, until ctx ends (the chunk under way then is lost). The
 // returned channel is closed when it has stopped.
-func (b *bench) profile(ctx context.Context) <-chan struct{} {
+func (b *bench) profile(ctx context.Context, run string) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -454,7 +455,7 @@ func (b *bench) profile(ctx context.Context) <-chan struct{} {
 				}
 				return
 			}
-			path := filepath.Join(b.opts.ProfileDir, fmt.Sprintf("regosched-cpu-%02d.pprof", i))
+			path := filepath.Join(b.opts.ProfileDir, fmt.Sprintf("regosched-%s-cpu-%02d.pprof", run, i))
 			if err := os.WriteFile(path, data, 0o644); err != nil {
 				b.log.WithError(err).Warn("writing a regosched profile")
 				return
