@@ -100,6 +100,7 @@ func runServe(args []string) error {
 	fs.IntVar(&opts.MaxConcurrent, "max-concurrent-requests", extender.DefaultMaxConcurrent, "verb requests served at once; more wait for a slot, so a flood cannot hold every body in memory")
 	fs.DurationVar(&opts.InFlightTTL, "inflight-ttl", 2*time.Second, "how long a pod that passed filter holds its peers back while its binding is not seen")
 	fs.StringVar(&opts.SchedulerName, "scheduler-name", "regosched", "schedulerName of the profile that calls regosched: its pending pods are described by the policy as soon as they are created, off the scheduling cycle (\"\": describe each pod in its filter call)")
+	softRules := fs.String("soft-rules", "filter", "where the soft rules act: filter (filter keeps only the candidates of the lowest penalty and reports the others as unresolvable; the scheduler's extender entry needs no prioritizeVerb, one round trip less per pod) or prioritize (scores; the entry must have prioritizeVerb, or the soft rules act nowhere); see docs/policies.md")
 	fs.DurationVar(&opts.InFlightWait, "inflight-wait", 2*time.Second, "longest a filter call waits for in-flight peers (keep well under the scheduler's httpTimeout); 0 turns in-flight tracking off")
 	fs.StringVar(&opts.TLS.CertFile, "tls-cert-file", "", "serve HTTPS with this PEM certificate (reloaded when it changes)")
 	fs.StringVar(&opts.TLS.KeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")
@@ -132,6 +133,13 @@ func runServe(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	}
+	switch *softRules {
+	case "prioritize":
+	case "filter":
+		opts.SoftInFilter = true
+	default:
+		return fmt.Errorf("--soft-rules: want prioritize or filter, got %q", *softRules)
 	}
 
 	logger := logrus.New()

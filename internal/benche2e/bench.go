@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
+	"github.com/regosched/regosched/internal/localcluster"
 	ls "github.com/regosched/regosched/internal/localstack"
 )
 
@@ -162,11 +163,15 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		pr := PointResult{Point: Point{Nodes: len(nodes), Bound: pt.Bound}, Pods: opts.Workload.Size()}
 		for _, m := range modes {
-			if m != ModeRegosched {
-				// regosched would otherwise watch (and spend CPU on) the
-				// pods of the native runs.
-				stack.StopExtender()
+			// A fresh regosched for each configuration that has one
+			// (measure starts it), none for the others: it would watch
+			// (and spend CPU on) their pods.
+			stack.StopExtender()
+			args := extArgs
+			if m == ModeRegoschedPrioritize {
+				args = append(slices.Clone(extArgs), "--soft-rules=prioritize")
 			}
+			stack.SetExtenderArgs(args)
 			r, err := b.measure(ctx, m, fmt.Sprintf("%s%d", m, i), pt.Bound, nodes)
 			if err != nil {
 				return fmt.Errorf("nodes=%d bound=%d: configuration %s (%s): %w", pr.Nodes, pr.Bound, m, m.Name(), err)
@@ -224,7 +229,7 @@ func (b *bench) measure(ctx context.Context, mode Mode, run string, prebound int
 		}
 	}
 	if prebound > 0 {
-		if mode == ModeRegosched {
+		if mode.IsRegosched() {
 			// Started again below, it is ready only once it has listed
 			// them: describing them is no part of the measurement.
 			b.stack.StopExtender()
@@ -246,7 +251,7 @@ func (b *bench) measure(ctx context.Context, mode Mode, run string, prebound int
 	defer watch.stop()
 
 	var verbsBefore []VerbTime
-	if mode == ModeRegosched {
+	if mode.IsRegosched() {
 		if err := b.stack.StartExtender(ctx); err != nil {
 			return res, err
 		}
@@ -293,7 +298,7 @@ func (b *bench) measure(ctx context.Context, mode Mode, run string, prebound int
 	pids["kube-scheduler"] = sched.PID()
 	before["kube-scheduler"] = 0 // a new process: its start-up counts
 
-	if mode == ModeRegosched && b.opts.ProfileDir != "" {
+	if mode.IsRegosched() && b.opts.ProfileDir != "" {
 		profCtx, stopProf := context.WithCancel(ctx)
 		profDone := b.profile(profCtx, run)
 		defer func() { stopProf(); <-profDone }()
@@ -315,7 +320,7 @@ func (b *bench) measure(ctx context.Context, mode Mode, run string, prebound int
 		res.LastBound = time.Now()
 	}
 	res.CPU = cpuDelta([]string{"kube-apiserver", "etcd", "kube-scheduler", "regosched", "bench"}, before, after)
-	if mode == ModeRegosched {
+	if mode.IsRegosched() {
 		after, err := b.verbTimes(ctx)
 		if err != nil {
 			return res, err
@@ -368,14 +373,26 @@ func createPods(ctx context.Context, client kubernetes.Interface, pods []*corev1
 }
 
 // schedulerConfig is the KubeSchedulerConfiguration of mode: the deployed
-// one for regosched, one bare profile otherwise; the client rate limit of
-// Options.ClientQPS in each.
+// one for regosched (with prioritizeVerb for ModeRegoschedPrioritize), one
+// bare profile otherwise; the client rate limit of Options.ClientQPS in
+// each.
 func (b *bench) schedulerConfig(mode Mode) ([]byte, error) {
 	var doc map[string]any
-	if mode == ModeRegosched || mode == ModeNullExtender {
+	if mode.IsRegosched() || mode == ModeNullExtender {
 		cfg, err := b.stack.SchedulerConfig()
 		if err != nil {
 			return nil, err
+		}
+		if mode == ModeRegoschedPrioritize {
+			cfg, err = localcluster.EditExtenders(cfg, "an extender for prioritize, but", func(ext map[string]any) {
+				ext["prioritizeVerb"] = "prioritize"
+				if _, ok := ext["weight"]; !ok {
+					ext["weight"] = 5
+				}
+			})
+			if err != nil {
+				return nil, err
+			}
 		}
 		if mode == ModeNullExtender {
 			if cfg, err = nullExtenderConfig(cfg, b.null.url, mode.SchedulerName()); err != nil {

@@ -279,12 +279,12 @@ func TestPlainSchedulerConfig(t *testing.T) {
 			t.Errorf("config lacks %q:\n%s", s, out)
 		}
 	}
-	for _, s := range []string{"a", "regosched", "b", "native", "c", "norules", "d", "null-extender"} {
+	for _, s := range []string{"a", "regosched", "b", "native", "c", "norules", "d", "null-extender", "e", "regosched-prioritize"} {
 		if _, err := ParseMode(s); err != nil {
 			t.Error(err)
 		}
 	}
-	if _, err := ParseMode("e"); err == nil {
-		t.Error("ParseMode(e) succeeded")
+	if _, err := ParseMode("f"); err == nil {
+		t.Error("ParseMode(f) succeeded")
 	}
 }

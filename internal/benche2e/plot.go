@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -47,7 +48,7 @@ func Plot(points []PointResult) (*plot.Plot, error) {
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 
 	lines := 0
-	for i, m := range append(append([]Mode{}, Modes...), ModeNullExtender) {
+	for i, m := range append(slices.Clone(Modes), ModeNullExtender, ModeRegoschedPrioritize) {
 		var xys plotter.XYs
 		var labels []string
 		for _, pt := range points {

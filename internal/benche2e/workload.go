@@ -44,14 +44,19 @@ const (
 	// It is the cost of the extender protocol itself: no extender can be
 	// faster on this control plane.
 	ModeNullExtender Mode = "d"
+	// ModeRegoschedPrioritize is regosched with its soft rules scored in
+	// prioritize (--soft-rules=prioritize, prioritizeVerb in the
+	// scheduler's extender entry), measured only when asked for: the
+	// same-run baseline of folding them into filter.
+	ModeRegoschedPrioritize Mode = "e"
 )
 
 // Modes lists the three compared modes in measuring order; the reference
 // ModeNullExtender is measured only when asked for.
 var Modes = []Mode{ModeRegosched, ModeNative, ModeNoRules}
 
-// ParseMode accepts a, b, c, d or the names regosched, native, norules,
-// null-extender.
+// ParseMode accepts a, b, c, d, e or the names regosched, native, norules,
+// null-extender, regosched-prioritize.
 func ParseMode(s string) (Mode, error) {
 	switch s {
 	case "a", "regosched":
@@ -62,8 +67,10 @@ func ParseMode(s string) (Mode, error) {
 		return ModeNoRules, nil
 	case "d", "null-extender":
 		return ModeNullExtender, nil
+	case "e", "regosched-prioritize":
+		return ModeRegoschedPrioritize, nil
 	}
-	return "", fmt.Errorf("unknown configuration %q: want a (regosched), b (native), c (norules) or d (null-extender)", s)
+	return "", fmt.Errorf("unknown configuration %q: want a (regosched), b (native), c (norules), d (null-extender) or e (regosched-prioritize)", s)
 }
 
 // Name is the mode's name in the result line: regosched, native, norules.
@@ -77,6 +84,8 @@ func (m Mode) Name() string {
 		return "norules"
 	case ModeNullExtender:
 		return "null-extender"
+	case ModeRegoschedPrioritize:
+		return "regosched-prioritize"
 	}
 	return string(m)
 }
@@ -84,11 +93,14 @@ func (m Mode) Name() string {
 // SchedulerName is the scheduler profile the mode's pods ask for: the
 // deployed profile for regosched, one of the benchmark's own otherwise.
 func (m Mode) SchedulerName() string {
-	if m == ModeRegosched {
+	if m.IsRegosched() {
 		return ls.SchedulerName
 	}
 	return "bench-" + m.Name()
 }
+
+// IsRegosched reports whether regosched decides in mode m.
+func (m Mode) IsRegosched() bool { return m == ModeRegosched || m == ModeRegoschedPrioritize }
 
 // Workload is the shape of the pods to schedule.
 type Workload struct {

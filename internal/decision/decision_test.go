@@ -98,6 +98,12 @@ var zones = map[string]map[string]string{
 // the nodes of zones and the given bound pods.
 func newDecider(t testing.TB, bound []*placement.Pod, reg prometheus.Registerer) (*Decider, *fake.Clientset) {
 	t.Helper()
+	return newDeciderWith(t, bound, reg, Options{})
+}
+
+// newDeciderWith is newDecider with opts, whose Client and MaxWait it sets.
+func newDeciderWith(t testing.TB, bound []*placement.Pod, reg prometheus.Registerer, opts Options) (*Decider, *fake.Clientset) {
+	t.Helper()
 	var objs []runtime.Object
 	for name, labels := range zones {
 		objs = append(objs, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})
@@ -118,7 +124,8 @@ func newDecider(t testing.TB, bound []*placement.Pod, reg prometheus.Registerer)
 	if !cache.WaitForSync(ctx) {
 		t.Fatal("cache did not sync")
 	}
-	d, err := New(cache, staticPolicies{pol}, log, reg, Options{Client: client, MaxWait: 100 * time.Millisecond})
+	opts.Client, opts.MaxWait = client, 100*time.Millisecond
+	d, err := New(cache, staticPolicies{pol}, log, reg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

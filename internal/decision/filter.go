@@ -28,14 +28,17 @@ func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*e
 	if err != nil {
 		return nil, err
 	}
-	result, kept, err := d.filter(ctx, s, args)
+	result, kept, penalties, err := d.filter(ctx, s, args)
 	if err != nil {
 		return nil, err
 	}
 	if len(kept) == 0 && d.refreshPeers(ctx, s, result) {
-		if result, kept, err = d.filter(ctx, s, args); err != nil {
+		if result, kept, penalties, err = d.filter(ctx, s, args); err != nil {
 			return nil, err
 		}
+	}
+	if d.opts.SoftInFilter {
+		kept = d.keepBestTier(args, s, penalties, result, kept)
 	}
 	keep(args, result, kept)
 	if len(kept) > 0 && d.isPendingPod(ctx, s) {
@@ -128,23 +131,23 @@ func (d *Decider) refreshPeers(ctx context.Context, s *subject, r *extenderv1.Ex
 
 // filter decides which candidates fail, and returns the runs of the kept
 // ones (start and end index in the candidates, in pairs; none when none is
-// kept) for keep to apply: the candidate list is not touched until the last
-// decision, as Filter may decide twice.
-func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, []int, error) {
+// kept) for keep to apply, and the pod's soft-rule penalties: the candidate
+// list is not touched until the last decision, as Filter may decide twice.
+func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, []int, []policy.Penalty, error) {
 	names := candidateNames(args)
 	all := compactRuns([]int{0, len(names)})
 	if len(s.peers) == 0 {
 		d.scores.put(s.pod.UID, s.policy, nil) // nothing to prefer: prioritize need not look
-		return &extenderv1.ExtenderFilterResult{}, all, nil
+		return &extenderv1.ExtenderFilterResult{}, all, nil, nil
 	}
 	conflicts, penalties, err := s.policy.Judge(ctx, d.input(s))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// Prioritize, next, scores with these instead of evaluating again.
 	d.scores.put(s.pod.UID, s.policy, penalties)
 	if len(conflicts) == 0 {
-		return &extenderv1.ExtenderFilterResult{}, all, nil
+		return &extenderv1.ExtenderFilterResult{}, all, penalties, nil
 	}
 	conflictsAt := map[string][]policy.Conflict{}
 	for _, c := range conflicts {
@@ -194,7 +197,7 @@ func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.Exten
 		"failed":       len(result.FailedNodes),
 		"unresolvable": len(result.FailedAndUnresolvableNodes),
 	}).Debug("filter")
-	return result, compactRuns(kept), nil
+	return result, compactRuns(kept), penalties, nil
 }
 
 // compactRuns drops the empty runs (between adjacent failed candidates).

@@ -24,48 +24,16 @@ func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs,
 	if err != nil {
 		return nil, err
 	}
-	// Sum the weights per topology key and value.
-	byKey := map[string]map[string]float64{}
-	for _, p := range penalties {
-		if byKey[p.TopologyKey] == nil {
-			byKey[p.TopologyKey] = map[string]float64{}
-		}
-		byKey[p.TopologyKey][p.Value] += p.Weight
-	}
-	if len(byKey) == 0 {
+	table, ok := newPenaltyTable(penalties)
+	if !ok {
 		return dst, nil
-	}
-
-	// A slice, not the map, in the loop over candidates: ranging over a map
-	// per candidate cost more than all the rest of the loop at 5,000 nodes.
-	type keyed struct {
-		key    string
-		values map[string]float64
-	}
-	keys := make([]keyed, 0, len(byKey))
-	var onNodes fewNodes[float64] // the hostname key's penalties: a few nodes among the candidates
-	for key, values := range byKey {
-		if key == policy.HostnameKey {
-			onNodes = newFewNodes(values)
-			continue
-		}
-		keys = append(keys, keyed{key, values})
 	}
 	names := candidateNames(args)
 	totals := d.totals.get(len(names))
 	defer d.totals.put(totals)
 	var highest float64
 	for i, name := range names {
-		// The node name is known even for nodes without labels.
-		total, _ := onNodes.get(name)
-		if len(keys) > 0 {
-			labels := d.nodeLabels(args, i, name)
-			for _, k := range keys {
-				if v, ok := labels[k.key]; ok {
-					total += k.values[v]
-				}
-			}
-		}
+		total := table.total(d, args, i, name)
 		totals[i] = total
 		if total > highest { // not math.Max, whose NaN and ±0 cases cost more than the rest of the loop: weights are finite and non-negative (checked when read)
 			highest = total

@@ -756,6 +756,7 @@ func TestChartRefusesValues(t *testing.T) {
 		{"misspelt value", "tls.enable=true", "additional properties 'enable' not allowed"},
 		{"no replica", "replicas=0", "/replicas"},
 		{"policyData with a signed bundle", "policy.verificationKey.existingSecret=k,policyData.weights.node_spread=2", "policyData cannot be combined with policy.verificationKey"},
+		{"soft rules nowhere", "softRules=score", "/softRules"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -764,6 +765,52 @@ func TestChartRefusesValues(t *testing.T) {
 			_, err := Render{Set: []string{tt.set}}.Template(ctx, root)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("helm template --set %s: error %v, want one containing %q", tt.set, err, tt.want)
+			}
+		})
+	}
+}
+
+// softRules sets regosched's --soft-rules and, with it, whether the
+// scheduler's extender entry has a prioritizeVerb (and its weight): the two
+// must agree, or soft rules act twice or not at all.
+func TestChartSoftRules(t *testing.T) {
+	skipShort(t)
+	root := repoRoot(t)
+	tests := []struct {
+		set        string
+		wantArg    string
+		wantVerb   any
+		wantWeight any
+	}{
+		{"", "--soft-rules=filter", nil, nil},
+		{"softRules=prioritize", "--soft-rules=prioritize", "prioritize", float64(5)},
+		{"softRules=prioritize,scheduler.extender.weight=3", "--soft-rules=prioritize", "prioritize", float64(3)},
+	}
+	for _, tt := range tests {
+		t.Run("set "+tt.set, func(t *testing.T) {
+			var r Render
+			if tt.set != "" {
+				r.Set = []string{tt.set}
+			}
+			objs := chartObjects(t, root, r)
+			args := container(t, objs, "regosched")["args"].([]any)
+			if !slices.Contains(args, any(tt.wantArg)) {
+				t.Errorf("extender args %v lack %s", args, tt.wantArg)
+			}
+			var doc struct {
+				Extenders []map[string]any `json:"extenders"`
+			}
+			if err := yaml.Unmarshal(schedulerConfig(t, objs), &doc); err != nil {
+				t.Fatal(err)
+			}
+			if len(doc.Extenders) != 1 {
+				t.Fatalf("extenders: %v", doc.Extenders)
+			}
+			if got := doc.Extenders[0]["prioritizeVerb"]; got != tt.wantVerb {
+				t.Errorf("prioritizeVerb = %v, want %v", got, tt.wantVerb)
+			}
+			if got := doc.Extenders[0]["weight"]; got != tt.wantWeight {
+				t.Errorf("weight = %v, want %v", got, tt.wantWeight)
 			}
 		})
 	}

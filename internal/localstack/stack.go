@@ -356,6 +356,9 @@ func (s *Stack) StartExtender(ctx context.Context) error {
 		"--listen", s.listen,
 		"--kubeconfig", s.cluster.KubeconfigPath(),
 		"--log-level", "debug",
+		// As deploy/ runs it: the scheduler configuration the chart
+		// renders has no prioritizeVerb.
+		"--soft-rules=filter",
 	}
 	if s.policyPath != "" {
 		args = append(args, "--policy", s.policyPath)

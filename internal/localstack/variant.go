@@ -55,6 +55,14 @@ func (s *Stack) Variant() Variant {
 	return Variant{NoBindVerb: s.variant.NoBindVerb, ExtenderArgs: slices.Clone(s.variant.ExtenderArgs), TLS: s.variant.TLS}
 }
 
+// SetExtenderArgs replaces the extra arguments of regosched serve; they
+// take effect at the next StartExtender.
+func (s *Stack) SetExtenderArgs(args []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.variant.ExtenderArgs = slices.Clone(args)
+}
+
 // Reconfigure restarts kube-scheduler and regosched with v: it stops the
 // scheduler (so that nothing is scheduled half-way), restarts regosched
 // with v's arguments on the same port, waits until it is ready, then starts

@@ -45,7 +45,7 @@ func TestWithoutBindVerb(t *testing.T) {
 	if _, ok := e["bindVerb"]; ok {
 		t.Errorf("bindVerb still there: %v", e)
 	}
-	for _, k := range []string{"filterVerb", "prioritizeVerb", "preemptVerb", "urlPrefix", "nodeCacheCapable", "ignorable"} {
+	for _, k := range []string{"filterVerb", "preemptVerb", "urlPrefix", "nodeCacheCapable", "ignorable"} {
 		if _, ok := e[k]; !ok {
 			t.Errorf("%s lost: %v", k, e)
 		}

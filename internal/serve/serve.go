@@ -66,6 +66,9 @@ type Options struct {
 	// filter but whose binding is not yet seen (see decision.Options).
 	InFlightTTL  time.Duration
 	InFlightWait time.Duration
+	// SoftInFilter folds the soft rules into filter (see
+	// decision.Options).
+	SoftInFilter bool
 	// SchedulerName is the profile whose pending pods are described as
 	// soon as they are created, ahead of their filter calls; empty: each
 	// filter call describes its pod.
@@ -194,6 +197,7 @@ func Run(ctx context.Context, opts Options) error {
 		Client:      client,
 		// Binds and reservations only for the profile's own pods.
 		SchedulerName: opts.SchedulerName,
+		SoftInFilter:  opts.SoftInFilter,
 	}
 	unprotected, err := policy.NewUnprotectedWatch(reg, log.WithField("component", "protection"))
 	if err != nil {

@@ -135,7 +135,15 @@ extenders:
   - urlPrefix: http://{{ include "regosched.serviceHost" . }}:8888/scheduler
 {{- end }}
     filterVerb: filter
+{{- if eq .Values.softRules "prioritize" }}
     prioritizeVerb: prioritize
+    weight: {{ int .Values.scheduler.extender.weight }}
+{{- else }}
+    # No prioritizeVerb: regosched runs with --soft-rules=filter, where
+    # filter keeps only the candidates of the lowest soft-rule penalty, so
+    # a prioritize call would have nothing left to prefer (one HTTP round
+    # trip less per pod; see docs/policies.md).
+{{- end }}
     # regosched evicts only what resolves its conflicts, never a pod its
     # policy protects (e.g. a Redis master).
     preemptVerb: preempt
@@ -143,7 +151,6 @@ extenders:
     # has accepted, so a burst of pods never breaks a rule even before any
     # informer has seen the previous binding.
     bindVerb: bind
-    weight: {{ int .Values.scheduler.extender.weight }}
     # The extender keeps its own node cache (informers), so only node names
     # cross the wire, not whole Node objects.
     nodeCacheCapable: true
