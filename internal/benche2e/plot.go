@@ -33,7 +33,7 @@ func Plot(points []PointResult) (*plot.Plot, error) {
 		return nil, errors.New("picture: no points")
 	}
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Scheduling throughput, %d pods (first created to last bound)", points[0].Pods)
+	p.Title.Text = fmt.Sprintf("Scheduling throughput, %s pods (first created to last bound)", thousands(points[0].Pods))
 	p.X.Label.Text = "pods already bound (and nodes)"
 	p.Y.Label.Text = "pods bound per second"
 	p.Y.Min = 0

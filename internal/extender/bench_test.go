@@ -84,7 +84,7 @@ func decoded(p *corev1.Pod, rv int) *corev1.Pod {
 // profile, as kube-scheduler's queued pods are: regosched describes it
 // ahead of the requests, as it does in production. Without, every request
 // describes it (a pod the scheduler reaches before regosched heard of it).
-func benchHandler(b testing.TB, nodes, pods int, seen bool) (http.Handler, []byte) {
+func benchHandler(b testing.TB, nodes, pods int, seen bool, dopts decision.Options) (http.Handler, []byte) {
 	b.Helper()
 	objs := make([]runtime.Object, 0, nodes)
 	names := make([]string, nodes)
@@ -149,7 +149,8 @@ func benchHandler(b testing.TB, nodes, pods int, seen bool) (http.Handler, []byt
 	if !views.WaitForSync(ctx) {
 		b.Fatal("pending pods not synced")
 	}
-	d, err := decision.New(cache, active, log, reg, decision.Options{Pending: views})
+	dopts.Pending = views
+	d, err := decision.New(cache, active, log, reg, dopts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -186,10 +187,10 @@ func pendingMaster(b testing.TB) *corev1.Pod {
 	return &pod
 }
 
-func benchmarkVerb(b *testing.B, verb string, seen bool) {
+func benchmarkVerb(b *testing.B, verb string, seen bool, dopts decision.Options) {
 	for _, size := range []struct{ nodes, pods int }{{100, 1000}, {5000, 1000}, {5000, 100000}} {
 		b.Run(fmt.Sprintf("nodes=%d/pods=%d", size.nodes, size.pods), func(b *testing.B) {
-			h, body := benchHandler(b, size.nodes, size.pods, seen)
+			h, body := benchHandler(b, size.nodes, size.pods, seen, dopts)
 			b.ReportAllocs()
 			b.SetBytes(int64(len(body)))
 			var answer bytes.Buffer
@@ -210,25 +211,34 @@ func benchmarkVerb(b *testing.B, verb string, seen bool) {
 // BenchmarkFilter measures the whole filter handler: decode, peer look-up,
 // the pending pod's description (made ahead, when the pod was created),
 // Rego over its peers' claims, encode.
-func BenchmarkFilter(b *testing.B) { benchmarkVerb(b, "filter", true) }
+func BenchmarkFilter(b *testing.B) { benchmarkVerb(b, "filter", true, decision.Options{}) }
+
+// BenchmarkFilterSoft is BenchmarkFilter with the soft rules folded into
+// filter (--soft-rules=filter, as deployed): the candidates' penalties are
+// summed there, and no prioritize call follows.
+func BenchmarkFilterSoft(b *testing.B) {
+	benchmarkVerb(b, "filter", true, decision.Options{SoftInFilter: true})
+}
 
 // BenchmarkPrioritize measures the whole prioritize handler, without the
 // penalties a filter call just before would have left.
-func BenchmarkPrioritize(b *testing.B) { benchmarkVerb(b, "prioritize", true) }
+func BenchmarkPrioritize(b *testing.B) { benchmarkVerb(b, "prioritize", true, decision.Options{}) }
 
 // BenchmarkFilterUnseen is BenchmarkFilter for a pod regosched has not
 // heard of before the request: the request evaluates its description.
-func BenchmarkFilterUnseen(b *testing.B) { benchmarkVerb(b, "filter", false) }
+func BenchmarkFilterUnseen(b *testing.B) { benchmarkVerb(b, "filter", false, decision.Options{}) }
 
 // BenchmarkPrioritizeUnseen is BenchmarkPrioritize for a pod regosched has
 // not heard of before the request.
-func BenchmarkPrioritizeUnseen(b *testing.B) { benchmarkVerb(b, "prioritize", false) }
+func BenchmarkPrioritizeUnseen(b *testing.B) {
+	benchmarkVerb(b, "prioritize", false, decision.Options{})
+}
 
 // BenchmarkDecodeArgs reads and decodes the very body of
 // BenchmarkFilter/nodes=5000 as the handler does: the floor of any handler
 // that reads its request.
 func BenchmarkDecodeArgs(b *testing.B) {
-	_, body := benchHandler(b, 5000, 0, true)
+	_, body := benchHandler(b, 5000, 0, true, decision.Options{})
 	b.Run("nodes=5000", func(b *testing.B) {
 		var (
 			bodies bodyBuffers
@@ -249,7 +259,7 @@ func BenchmarkDecodeArgs(b *testing.B) {
 // TestBenchHandlerCachesPods: the list reactor of benchHandler does reach
 // the cache, so the benchmarks run over the peers they claim to.
 func TestBenchHandlerCachesPods(t *testing.T) {
-	h, body := benchHandler(t, 100, 1000, true)
+	h, body := benchHandler(t, 100, 1000, true, decision.Options{})
 	req := httptest.NewRequest(http.MethodPost, "/scheduler/filter", bytes.NewReader(body))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
@@ -286,9 +296,9 @@ func BenchmarkCacheHeap(b *testing.B) {
 	}
 	for b.Loop() {
 		b0, o0 := heap()
-		empty, _ := benchHandler(b, 5000, 0, false)
+		empty, _ := benchHandler(b, 5000, 0, false, decision.Options{})
 		b1, o1 := heap()
-		full, _ := benchHandler(b, 5000, pods, false)
+		full, _ := benchHandler(b, 5000, pods, false, decision.Options{})
 		b2, o2 := heap()
 		goruntime.KeepAlive(empty)
 		goruntime.KeepAlive(full)
