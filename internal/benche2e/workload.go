@@ -252,9 +252,10 @@ func (w Workload) Prebound(mode Mode, run string, n int, nodes []string) ([]*cor
 	}
 	nss := w.NamespaceNames(run)
 	pods := make([]*corev1.Pod, 0, n)
-	add := func(p *corev1.Pod) bool {
+	// add places p on the next node, until there are n pods.
+	add := func(p *corev1.Pod) {
 		if len(pods) == n {
-			return false
+			return
 		}
 		p.Labels[LabelPrebound] = run
 		p.Spec.SchedulerName = mode.SchedulerName()
@@ -263,7 +264,6 @@ func (w Workload) Prebound(mode Mode, run string, n int, nodes []string) ([]*cor
 			p.Spec.Affinity = NativeAntiAffinity(p.Labels)
 		}
 		pods = append(pods, p)
-		return true
 	}
 	for c := 0; len(pods) < n; c++ {
 		ns := nss[c%len(nss)]
