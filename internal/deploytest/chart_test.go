@@ -714,7 +714,7 @@ func TestChartReleaseName(t *testing.T) {
 	}
 	args := container(t, objs, "blue-regosched")["args"].([]any)
 	wantArgs := []any{
-		"serve", "--log-format=json", "--health-listen=:8081", "--redis-roles", "--leader-elect",
+		"serve", "--log-format=json", "--health-listen=:8081", "--soft-rules=filter", "--redis-roles", "--leader-elect",
 		"--leader-elect-name=blue-regosched", "--redis-roles-configmap=blue-regosched-redis-roles",
 	}
 	if diff := cmp.Diff(wantArgs, args); diff != "" {
