@@ -16,21 +16,7 @@ import (
 // change and a move of a pending pod are not relabels.
 func TestCacheOnRelabel(t *testing.T) {
 	ctx := context.Background()
-	log, _ := logtest.NewNullLogger()
-	client := fake.NewClientset()
-	var calls atomic.Int32
-	c, err := New(client, byInstance, log, WithOnRelabel(func() { calls.Add(1) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	c.Start(runCtx)
-	t.Cleanup(func() { cancel(); c.Shutdown() })
-	syncCtx, stop := context.WithTimeout(ctx, 30*time.Second)
-	defer stop()
-	if !c.WaitForSync(syncCtx) {
-		t.Fatal("cache did not sync")
-	}
+	c, client, calls := relabelCache(t)
 	pods := client.CoreV1().Pods("shop")
 	p := newPod("shop", "cache-0", redis("cache", "replica"), onNode("node-1"))
 	if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
@@ -54,5 +40,81 @@ func TestCacheOnRelabel(t *testing.T) {
 	flush(t, c, client)
 	if got := calls.Load(); got != 1 {
 		t.Errorf("onRelabel called %d times after one relabel, want 1", got)
+	}
+}
+
+// relabelCache starts a synced cache grouping by instance over an empty
+// fake clientset, counting its onRelabel calls.
+func relabelCache(t *testing.T) (*Cache, *fake.Clientset, *atomic.Int32) {
+	t.Helper()
+	log, _ := logtest.NewNullLogger()
+	client := fake.NewClientset()
+	calls := &atomic.Int32{}
+	c, err := New(client, byInstance, log, WithOnRelabel(func() { calls.Add(1) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	c.Start(runCtx)
+	t.Cleanup(func() { cancel(); c.Shutdown() })
+	syncCtx, stop := context.WithTimeout(runCtx, 30*time.Second)
+	defer stop()
+	if !c.WaitForSync(syncCtx) {
+		t.Fatal("cache did not sync")
+	}
+	return c, client, calls
+}
+
+// Labels no rule reads do not call onRelabel: the topology labels the API
+// server copies onto a pod at binding (Kubernetes 1.33+) made every
+// binding start a whole audit pass, hundreds a second in a burst.
+func TestCacheOnRelabelOnlyWhenTheDescriptionChanges(t *testing.T) {
+	tests := []struct {
+		name      string
+		assumed   bool              // bound through Assume first, as the bind verb does
+		pending   bool              // the informer saw it unbound first
+		add       map[string]string // labels the update adds
+		component string            // the component label after the update
+		want      int32
+	}{
+		{name: "binding adds the node's zone", assumed: true, pending: true,
+			add: map[string]string{"topology.kubernetes.io/zone": "zone-a"}, component: "replica"},
+		{name: "a label no rule reads", add: map[string]string{"team": "storage"}, component: "replica"},
+		{name: "a role moved", component: "master", want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			c, client, calls := relabelCache(t)
+			pods := client.CoreV1().Pods("shop")
+			p := newPod("shop", "cache-0", redis("cache", "replica"))
+			if !tt.pending {
+				p.Spec.NodeName = "node-1"
+			}
+			if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			flush(t, c, client)
+			after := p.DeepCopy()
+			after.Spec.NodeName = "node-1"
+			if tt.assumed {
+				placed := PodFromObject(after)
+				keys, facts, _ := byInstance(ctx, placed)
+				placed.Facts = facts
+				c.Assume(placed, keys, nil)
+			}
+			for k, v := range tt.add {
+				after.Labels[k] = v
+			}
+			after.Labels[componentLabel] = tt.component
+			after.ResourceVersion = "2"
+			if _, err := pods.Update(ctx, after, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			flush(t, c, client)
+			if got := calls.Load(); got != tt.want {
+				t.Errorf("onRelabel called %d times, want %d", got, tt.want)
+			}
+		})
 	}
 }
