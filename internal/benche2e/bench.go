@@ -39,6 +39,11 @@ type Options struct {
 	// Modes are the configurations to measure, in this order; all when
 	// empty.
 	Modes []Mode
+	// Rounds measures every configuration this many times at each point,
+	// in turns (a, b, c, a, b, c, ...), so that a slow minute of a shared
+	// machine does not land on one configuration; the result line gives
+	// medians. Default 1.
+	Rounds int
 	// Timeout bounds each measurement's wait for every pod to be bound.
 	Timeout time.Duration
 	// ClientQPS is the client rate limit (QPS, and twice as much burst)
@@ -162,32 +167,39 @@ func Run(ctx context.Context, opts Options) error {
 				add, d.Round(time.Millisecond), float64(add)/d.Seconds(), opts.NodeWorkers)
 		}
 		pr := PointResult{Point: Point{Nodes: len(nodes), Bound: pt.Bound}, Pods: opts.Workload.Size()}
-		for _, m := range modes {
-			// A fresh regosched for each configuration that has one
-			// (measure starts it), none for the others: it would watch
-			// (and spend CPU on) their pods.
-			stack.StopExtender()
-			args := extArgs
-			if m == ModeRegoschedPrioritize {
-				args = append(slices.Clone(extArgs), "--soft-rules=prioritize")
+		for round := range max(opts.Rounds, 1) {
+			for _, m := range modes {
+				// A fresh regosched for each configuration that has one
+				// (measure starts it), none for the others: it would watch
+				// (and spend CPU on) their pods.
+				stack.StopExtender()
+				args := extArgs
+				if m == ModeRegoschedPrioritize {
+					args = append(slices.Clone(extArgs), "--soft-rules=prioritize")
+				}
+				stack.SetExtenderArgs(args)
+				run := fmt.Sprintf("%s%d", m, i)
+				if round > 0 {
+					run += fmt.Sprintf("r%d", round)
+				}
+				r, err := b.measure(ctx, m, run, pt.Bound, nodes)
+				if err != nil {
+					return fmt.Errorf("nodes=%d bound=%d: configuration %s (%s): %w", pr.Nodes, pr.Bound, m, m.Name(), err)
+				}
+				for _, l := range r.Details() {
+					printf("nodes=%d bound=%d round=%d %s", pr.Nodes, pr.Bound, round+1, l)
+				}
+				if r.TimedOut {
+					failed = errors.Join(failed, fmt.Errorf("nodes=%d bound=%d: configuration %s (%s) timed out: %d of %d pods bound",
+						pr.Nodes, pr.Bound, m, m.Name(), r.Bound, r.Pods))
+				}
+				pr.Results = append(pr.Results, r)
 			}
-			stack.SetExtenderArgs(args)
-			r, err := b.measure(ctx, m, fmt.Sprintf("%s%d", m, i), pt.Bound, nodes)
-			if err != nil {
-				return fmt.Errorf("nodes=%d bound=%d: configuration %s (%s): %w", pr.Nodes, pr.Bound, m, m.Name(), err)
-			}
-			for _, l := range r.Details() {
-				printf("nodes=%d bound=%d %s", pr.Nodes, pr.Bound, l)
-			}
-			if r.TimedOut {
-				failed = errors.Join(failed, fmt.Errorf("nodes=%d bound=%d: configuration %s (%s) timed out: %d of %d pods bound",
-					pr.Nodes, pr.Bound, m, m.Name(), r.Bound, r.Pods))
-			}
-			pr.Results = append(pr.Results, r)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		printf("nodes=%d bound=%d rates in pods/s, round by round: %s", pr.Nodes, pr.Bound, pr.Rounds())
 		done = append(done, pr)
 		// Every line so far again, so that the last lines are the whole
 		// result even when details came in between.

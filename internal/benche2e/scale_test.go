@@ -160,3 +160,51 @@ func TestWritePlot(t *testing.T) {
 		t.Error("WritePlot with no points succeeded")
 	}
 }
+
+// With several rounds, a rate is the median of its rounds and violations
+// add up; the round-by-round line lists every rate.
+func TestPointResultRounds(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	res := func(m Mode, secs float64, viol int) Result {
+		return Result{Mode: m, Pods: 1500, Bound: 1500, CreateStart: start,
+			LastBound: start.Add(time.Duration(secs * float64(time.Second))), Violations: make([]string, viol)}
+	}
+	pr := PointResult{Point: Point{Nodes: 1000}, Pods: 1500, Results: []Result{
+		res(ModeRegosched, 15, 0), res(ModeNative, 10, 0),
+		res(ModeRegosched, 20, 1), res(ModeNative, 12, 0),
+		res(ModeRegosched, 12, 0), res(ModeNative, 10, 2),
+	}}
+	tests := []struct {
+		mode     Mode
+		wantRate float64
+		wantOK   bool
+		wantViol int
+	}{
+		{ModeRegosched, 100, true, 1}, // 75, 100, 125
+		{ModeNative, 150, true, 2},    // 150, 125, 150
+		{ModeNoRules, 0, false, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode.Name(), func(t *testing.T) {
+			rate, ok := pr.Rate(tt.mode)
+			if rate != tt.wantRate || ok != tt.wantOK {
+				t.Errorf("Rate = %v, %v; want %v, %v", rate, ok, tt.wantRate, tt.wantOK)
+			}
+			if got := pr.Violations(tt.mode); got != tt.wantViol {
+				t.Errorf("Violations = %d, want %d", got, tt.wantViol)
+			}
+		})
+	}
+	even := PointResult{Results: []Result{res(ModeNoRules, 10, 0), res(ModeNoRules, 15, 0)}}
+	if rate, _ := even.Rate(ModeNoRules); rate != 125 {
+		t.Errorf("median of 150 and 100 = %v, want 125", rate)
+	}
+	wantLine := "throughput nodes=1000 bound=0 pods=1500 regosched=100.0/s native=150.0/s norules=0.0/s violations_regosched=1 violations_native=2"
+	if diff := cmp.Diff(wantLine, pr.Line()); diff != "" {
+		t.Errorf("Line() (-want +got):\n%s", diff)
+	}
+	wantRounds := "regosched 100.0 75.0 125.0 (median 100.0); native 150.0 125.0 150.0 (median 150.0)"
+	if diff := cmp.Diff(wantRounds, pr.Rounds()); diff != "" {
+		t.Errorf("Rounds() (-want +got):\n%s", diff)
+	}
+}
