@@ -1,10 +1,10 @@
 package benche2e
 
 import (
-	"slices"
 	"bufio"
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
