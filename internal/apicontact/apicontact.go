@@ -56,7 +56,7 @@ func New(cfg Config) (*Watch, error) {
 	}
 	w := &Watch{
 		cfg:    cfg,
-		period: max(time.Second, cfg.Threshold/3),
+		period: pingPeriod(cfg.Threshold),
 		last:   cfg.Clock.Now(),
 		reachable: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "regosched_api_server_reachable",
@@ -70,6 +70,16 @@ func New(cfg Config) (*Watch, error) {
 		}
 	}
 	return w, nil
+}
+
+// minPeriod bounds how often a short threshold makes Run ping.
+const minPeriod = 100 * time.Millisecond
+
+// pingPeriod is a third of threshold: three pings fit in it, so one late
+// tick of a busy process does not turn readiness false while the API
+// server answers.
+func pingPeriod(threshold time.Duration) time.Duration {
+	return max(minPeriod, threshold/3)
 }
 
 // Run pings until ctx ends.

@@ -76,3 +76,20 @@ func TestNeverAnswered(t *testing.T) {
 		t.Errorf("Err() = %v, want one saying no ping has returned", err)
 	}
 }
+
+// Three pings fit in the threshold, however short: a period equal to a 1 s
+// threshold let one late tick turn readiness false while the API server
+// answered, and gave "no ping has returned" for a server that refused.
+func TestPingPeriodIsAThirdOfTheThreshold(t *testing.T) {
+	for _, threshold := range []time.Duration{time.Second, 3 * time.Second, 30 * time.Second} {
+		t.Run(threshold.String(), func(t *testing.T) {
+			w, err := New(Config{Threshold: threshold, Ping: func(context.Context) error { return nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := w.period; 3*got > threshold {
+				t.Errorf("period = %s for threshold %s, want at most a third", got, threshold)
+			}
+		})
+	}
+}
