@@ -91,8 +91,8 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	slices.SortStableFunc(points, func(a, b Point) int { return cmp.Compare(a.Nodes, b.Nodes) })
 	for _, pt := range points {
-		if pt.Nodes < 1 || pt.Bound < 0 {
-			return fmt.Errorf("point %+v: need at least one node and no negative count", pt)
+		if err := pt.Validate(); err != nil {
+			return err
 		}
 		// Fake nodes allow 110 pods each.
 		if pods := pt.Bound + opts.Workload.Size(); pods > 100*pt.Nodes {
@@ -240,12 +240,10 @@ func (b *bench) measure(ctx context.Context, mode Mode, run string, prebound int
 			return res, err
 		}
 	}
+	// Bound before regosched starts (Run stops it between configurations):
+	// it is ready only once it has listed them, so describing them is no
+	// part of the measurement.
 	if prebound > 0 {
-		if mode.IsRegosched() {
-			// Started again below, it is ready only once it has listed
-			// them: describing them is no part of the measurement.
-			b.stack.StopExtender()
-		}
 		pre, err := w.Prebound(mode, run, prebound, nodes)
 		if err != nil {
 			return res, err

@@ -306,18 +306,30 @@ func ParsePoints(s string) ([]Point, error) {
 		if !ok {
 			return nil, fmt.Errorf("point %q: want NODES:BOUND", f)
 		}
-		n, err := strconv.Atoi(nodes)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("point %q: nodes must be a positive number", f)
+		n, errN := strconv.Atoi(nodes)
+		b, errB := strconv.Atoi(bound)
+		if errN != nil || errB != nil {
+			return nil, fmt.Errorf("point %q: NODES and BOUND must be numbers", f)
 		}
-		b, err := strconv.Atoi(bound)
-		if err != nil || b < 0 {
-			return nil, fmt.Errorf("point %q: bound pods must be a number from 0", f)
+		pt := Point{Nodes: n, Bound: b}
+		if err := pt.Validate(); err != nil {
+			return nil, err
 		}
-		if b > 0 && n < preboundClusterSize {
-			return nil, fmt.Errorf("point %q: bound pods need at least %d nodes", f, preboundClusterSize)
-		}
-		out = append(out, Point{Nodes: n, Bound: b})
+		out = append(out, pt)
 	}
 	return out, nil
+}
+
+// Validate refuses a point with no node, a negative count, or bound pods
+// on fewer nodes than a pre-bound cluster needs to keep its members apart.
+func (p Point) Validate() error {
+	switch {
+	case p.Nodes < 1:
+		return fmt.Errorf("point %d:%d: nodes must be a positive number", p.Nodes, p.Bound)
+	case p.Bound < 0:
+		return fmt.Errorf("point %d:%d: bound pods must be a number from 0", p.Nodes, p.Bound)
+	case p.Bound > 0 && p.Nodes < preboundClusterSize:
+		return fmt.Errorf("point %d:%d: bound pods need at least %d nodes", p.Nodes, p.Bound, preboundClusterSize)
+	}
+	return nil
 }

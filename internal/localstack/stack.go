@@ -234,11 +234,7 @@ func (s *Stack) baseSchedulerConfig() ([]byte, error) {
 }
 
 func (s *Stack) startScheduler(ctx context.Context) error {
-	base, err := s.baseSchedulerConfig()
-	if err != nil {
-		return err
-	}
-	cfg, err := localcluster.SchedulerConfig(base, s.cluster.KubeconfigPath(), s.ExtenderURL())
+	cfg, err := s.SchedulerConfig()
 	if err != nil {
 		return err
 	}
@@ -249,9 +245,6 @@ func (s *Stack) startScheduler(ctx context.Context) error {
 		if cfg, err = withoutBindVerb(cfg); err != nil {
 			return err
 		}
-	}
-	if cfg, err = s.schedulerTLS(cfg); err != nil {
-		return err
 	}
 	p, err := s.cluster.StartScheduler(ctx, cfg)
 	if err != nil {
@@ -265,10 +258,10 @@ func (s *Stack) startScheduler(ctx context.Context) error {
 
 // SchedulerConfig returns the deployed scheduler configuration
 // (Options.SchedulerConfig, else deploy/scheduler/kube-scheduler-config.yaml)
-// adapted to this stack, as
-// Start runs it: the cluster's kubeconfig, no leader election, the
-// extender's urlPrefix pointing at this stack's regosched (and, in the TLS
-// variant, its tlsConfig).
+// adapted to this stack as Start runs it (less bindVerb in the NoBindVerb
+// variant): the cluster's kubeconfig, no leader election, the extender's
+// urlPrefix pointing at this stack's regosched (and, in the TLS variant,
+// its tlsConfig).
 func (s *Stack) SchedulerConfig() ([]byte, error) {
 	base, err := s.baseSchedulerConfig()
 	if err != nil {

@@ -32,8 +32,11 @@ type Facts struct {
 // new audit.
 func (f *Facts) SameAs(other any) bool {
 	o, ok := other.(*Facts)
-	if !ok || f == nil || o == nil {
-		return f == nil && o == nil && ok
+	if !ok {
+		return false
+	}
+	if f == nil || o == nil {
+		return f == o
 	}
 	return f.policy == o.policy && f.packed == o.packed && f.claims.same(o.claims)
 }
