@@ -12,7 +12,7 @@ KUSTOMIZE := $(GO) run sigs.k8s.io/kustomize/kustomize/v5@v5.8.2
 PROMTOOL := $(GO) run github.com/prometheus/prometheus/cmd/promtool@v0.316.0
 MONITORING := deploy/helm/regosched/files
 
-.PHONY: help build test tools chart monitoring unit rego fuzz e2e demo lint run bench bench-e2e fmt
+.PHONY: help build scheduler test tools chart monitoring unit rego fuzz e2e scheduler-test demo lint run bench bench-e2e fmt
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -20,7 +20,10 @@ help: ## List the targets
 build: ## Build bin/regosched
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/regosched ./cmd/regosched
 
-test: tools chart monitoring unit rego fuzz e2e ## Every test: chart, alerts, vet, Go unit tests, Rego checks and tests, a short fuzz run, end-to-end suite
+scheduler: ## Build bin/regosched-scheduler: kube-scheduler with regosched as a framework plugin (its own module, scheduler/)
+	cd scheduler && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o ../bin/regosched-scheduler ./cmd/regosched-scheduler
+
+test: tools chart monitoring unit rego fuzz e2e scheduler-test ## Every test: chart, alerts, vet, Go unit tests, Rego checks and tests, a short fuzz run, end-to-end suites of the extender and of regosched-scheduler
 
 tools: ## Build the pinned helm, kustomize and promtool once (outside any test's timeout)
 	$(HELM) version >/dev/null
@@ -63,13 +66,21 @@ fuzz: ## A short, bounded run of every fuzz target (FUZZTIME executions each; se
 e2e: ## End-to-end suite on a local control plane (builds etcd, kube-apiserver, kube-scheduler once, cached)
 	$(GO) test -tags e2e -count=1 -timeout 40m -v ./internal/localcluster/ ./internal/localredis/ ./internal/redisroles/ ./internal/e2e/
 
+scheduler-test: ## regosched-scheduler: vet, unit tests, and its end-to-end test (preemption of a conflicting peer) on a local control plane
+	cd scheduler && $(GO) vet ./... && $(GO) vet -tags e2e ./...
+	cd scheduler && $(GO) test -race -count=1 ./...
+	cd scheduler && $(GO) test -tags e2e -count=1 -timeout 20m -v ./e2e/
+
 demo: ## Local control plane + regosched + kube-scheduler, a sample workload, a placement table
 	$(GO) run ./cmd/regosched-demo
 
-lint: ## go vet and golangci-lint (with and without the e2e build tag)
+lint: ## go vet and golangci-lint (with and without the e2e build tag), in both modules
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
 	$(GOLANGCI_LINT) run --build-tags e2e ./...
+	cd scheduler && $(GO) vet ./...
+	cd scheduler && $(GOLANGCI_LINT) run ./...
+	cd scheduler && $(GOLANGCI_LINT) run --build-tags e2e ./...
 
 run: build ## Serve against the cluster of your KUBECONFIG, with debug logs
 	./bin/regosched serve --log-level=debug

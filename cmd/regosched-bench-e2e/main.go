@@ -39,7 +39,7 @@ func main() {
 	flag.IntVar(&w.ESClusters, "es-clusters", w.ESClusters, "Elasticsearch clusters")
 	flag.IntVar(&w.ESDataPods, "es-data", w.ESDataPods, "data pods per Elasticsearch cluster")
 	flag.IntVar(&w.Namespaces, "namespaces", w.Namespaces, "namespaces the clusters are spread over")
-	only := flag.String("only", "", "measure only these configurations, comma separated: a (regosched), b (native), c (norules), d (null-extender: the extender protocol's own cost, a reference), e (regosched-prioritize: soft rules in prioritize, the baseline of folding them into filter)")
+	only := flag.String("only", "", "measure only these configurations, comma separated: a (regosched), b (native), c (norules), d (null-extender: the extender protocol's own cost, a reference), e (regosched-prioritize: soft rules in prioritize, the baseline of folding them into filter), f (regosched-scheduler: regosched as a framework plugin, no extender); a, f, b, c when unset")
 	flag.IntVar(&opts.Rounds, "rounds", 1, "measure every configuration this many times at each point, in turns; the result lines give medians")
 	flag.DurationVar(&opts.Timeout, "timeout", 10*time.Minute, "longest wait for every pod of one configuration to be bound")
 	flag.IntVar(&opts.ClientQPS, "client-qps", 500, "API client QPS (burst twice) of kube-scheduler and regosched, equal in every configuration; 0 keeps their defaults (50 and 100)")

@@ -64,6 +64,9 @@ type Options struct {
 	// PlotPath, when set, receives a picture of the results: pods per
 	// second against bound pods, a line per configuration (.png or .svg).
 	PlotPath string
+	// PluginScheduler is the regosched-scheduler binary ModePlugin runs;
+	// built from the checkout when empty.
+	PluginScheduler string
 	// Log receives progress messages; nil discards them.
 	Log logrus.FieldLogger
 }
@@ -138,6 +141,24 @@ func Run(ctx context.Context, opts Options) error {
 		extArgs = append(extArgs,
 			"--kube-api-qps="+strconv.Itoa(opts.ClientQPS),
 			"--kube-api-burst="+strconv.Itoa(2*opts.ClientQPS))
+	}
+	if slices.Contains(modes, ModePlugin) && opts.PluginScheduler == "" {
+		t := time.Now()
+		dir, err := os.MkdirTemp("", "regosched-scheduler-")
+		if err != nil {
+			return fmt.Errorf("regosched-scheduler: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		root, err := localcluster.FindRepoRoot()
+		if err != nil {
+			return err
+		}
+		opts.PluginScheduler = filepath.Join(dir, "regosched-scheduler")
+		log.Info("building regosched-scheduler")
+		if err := ls.BuildPluginScheduler(ctx, root, opts.PluginScheduler); err != nil {
+			return err
+		}
+		printf("phase: regosched-scheduler built in %s", time.Since(t).Round(time.Millisecond))
 	}
 	t0 := time.Now()
 	log.Info("building and starting etcd, kube-apiserver and regosched (no scheduler yet)")
@@ -300,7 +321,11 @@ func (b *bench) measure(ctx context.Context, mode Mode, run string, prebound int
 	res.CreateCPU = cpuDelta([]string{"kube-apiserver", "etcd", "regosched", "bench"}, atCreate, cpuSnapshot(createPIDs))
 	log.Info("starting kube-scheduler")
 	res.SchedStart = time.Now()
-	sched, err := b.stack.Cluster().StartScheduler(ctx, cfg)
+	bin := b.stack.Cluster().Binaries().KubeScheduler
+	if mode == ModePlugin {
+		bin = b.opts.PluginScheduler
+	}
+	sched, err := b.stack.Cluster().StartSchedulerBinary(ctx, bin, cfg)
 	if err != nil {
 		return res, err
 	}
@@ -383,9 +408,9 @@ func createPods(ctx context.Context, client kubernetes.Interface, pods []*corev1
 }
 
 // schedulerConfig is the KubeSchedulerConfiguration of mode: the deployed
-// one for regosched (with prioritizeVerb for ModeRegoschedPrioritize), one
-// bare profile otherwise; the client rate limit of Options.ClientQPS in
-// each.
+// one for regosched (with prioritizeVerb for ModeRegoschedPrioritize) and
+// for regosched-scheduler, one bare profile otherwise; the client rate
+// limit of Options.ClientQPS in each.
 func (b *bench) schedulerConfig(mode Mode) ([]byte, error) {
 	var doc map[string]any
 	if mode.IsRegosched() || mode == ModeNullExtender {
@@ -408,6 +433,14 @@ func (b *bench) schedulerConfig(mode Mode) ([]byte, error) {
 			if cfg, err = nullExtenderConfig(cfg, b.null.url, mode.SchedulerName()); err != nil {
 				return nil, err
 			}
+		}
+		if err := yaml.Unmarshal(cfg, &doc); err != nil {
+			return nil, fmt.Errorf("scheduler config: %w", err)
+		}
+	} else if mode == ModePlugin {
+		cfg, err := ls.PluginSchedulerConfig(b.stack.Root(), b.stack.Cluster().KubeconfigPath())
+		if err != nil {
+			return nil, err
 		}
 		if err := yaml.Unmarshal(cfg, &doc); err != nil {
 			return nil, fmt.Errorf("scheduler config: %w", err)

@@ -181,17 +181,17 @@ func TestPointResultLine(t *testing.T) {
 			Violations: make([]string, viol),
 		}
 	}
-	all := []Result{res(ModeRegosched, 7.5, 0), res(ModeNative, 6, 0), res(ModeNoRules, 5, 3)}
-	format := regexp.MustCompile(`^throughput nodes=\d+ bound=\d+ pods=\d+ regosched=[0-9.]+/s native=[0-9.]+/s norules=[0-9.]+/s violations_regosched=-?\d+ violations_native=-?\d+$`)
+	all := []Result{res(ModeRegosched, 7.5, 0), res(ModeNative, 6, 0), res(ModeNoRules, 5, 3), res(ModePlugin, 6.5, 0)}
+	format := regexp.MustCompile(`^throughput nodes=\d+ bound=\d+ pods=\d+ regosched=[0-9.]+/s native=[0-9.]+/s norules=[0-9.]+/s violations_regosched=-?\d+ violations_native=-?\d+ regosched_scheduler=[0-9.]+/s violations_regosched_scheduler=-?\d+$`)
 	tests := []struct {
 		name string
 		pr   PointResult
 		want string
 	}{
 		{"every configuration", PointResult{Point: Point{Nodes: 5000, Bound: 10000}, Pods: 1500, Results: all},
-			"throughput nodes=5000 bound=10000 pods=1500 regosched=120.0/s native=136.4/s norules=150.0/s violations_regosched=0 violations_native=0"},
+			"throughput nodes=5000 bound=10000 pods=1500 regosched=120.0/s native=136.4/s norules=150.0/s violations_regosched=0 violations_native=0 regosched_scheduler=130.4/s violations_regosched_scheduler=0"},
 		{"no rules only", PointResult{Point: Point{Nodes: 100}, Pods: 1500, Results: []Result{res(ModeNoRules, 1, 0)}},
-			"throughput nodes=100 bound=0 pods=1500 regosched=0.0/s native=0.0/s norules=250.0/s violations_regosched=-1 violations_native=-1"},
+			"throughput nodes=100 bound=0 pods=1500 regosched=0.0/s native=0.0/s norules=250.0/s violations_regosched=-1 violations_native=-1 regosched_scheduler=0.0/s violations_regosched_scheduler=-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -279,12 +279,12 @@ func TestPlainSchedulerConfig(t *testing.T) {
 			t.Errorf("config lacks %q:\n%s", s, out)
 		}
 	}
-	for _, s := range []string{"a", "regosched", "b", "native", "c", "norules", "d", "null-extender", "e", "regosched-prioritize"} {
+	for _, s := range []string{"a", "regosched", "b", "native", "c", "norules", "d", "null-extender", "e", "regosched-prioritize", "f", "regosched-scheduler"} {
 		if _, err := ParseMode(s); err != nil {
 			t.Error(err)
 		}
 	}
-	if _, err := ParseMode("f"); err == nil {
-		t.Error("ParseMode(f) succeeded")
+	if _, err := ParseMode("g"); err == nil {
+		t.Error("ParseMode(g) succeeded")
 	}
 }

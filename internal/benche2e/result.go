@@ -166,12 +166,12 @@ func (p PointResult) Rounds() string {
 // scheduler's start-up (listing the nodes and the bound pods) belongs to
 // its cost. With several rounds a rate is the median of its rounds, and
 // violations are summed over them. Absent modes print as 0 and violations
-// of an absent mode as -1.
+// of an absent mode as -1. regosched-scheduler's fields come last.
 func (p PointResult) Line() string {
 	rate := func(m Mode) float64 { r, _ := p.Rate(m); return r }
-	return fmt.Sprintf("throughput nodes=%d bound=%d pods=%d regosched=%.1f/s native=%.1f/s norules=%.1f/s violations_regosched=%d violations_native=%d",
+	return fmt.Sprintf("throughput nodes=%d bound=%d pods=%d regosched=%.1f/s native=%.1f/s norules=%.1f/s violations_regosched=%d violations_native=%d regosched_scheduler=%.1f/s violations_regosched_scheduler=%d",
 		p.Nodes, p.Bound, p.Pods, rate(ModeRegosched), rate(ModeNative), rate(ModeNoRules),
-		p.Violations(ModeRegosched), p.Violations(ModeNative))
+		p.Violations(ModeRegosched), p.Violations(ModeNative), rate(ModePlugin), p.Violations(ModePlugin))
 }
 
 // VerbTime is regosched's time answering one extender verb, from its

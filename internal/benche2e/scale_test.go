@@ -199,7 +199,7 @@ func TestPointResultRounds(t *testing.T) {
 	if rate, _ := even.Rate(ModeNoRules); rate != 125 {
 		t.Errorf("median of 150 and 100 = %v, want 125", rate)
 	}
-	wantLine := "throughput nodes=1000 bound=0 pods=1500 regosched=100.0/s native=150.0/s norules=0.0/s violations_regosched=1 violations_native=2"
+	wantLine := "throughput nodes=1000 bound=0 pods=1500 regosched=100.0/s native=150.0/s norules=0.0/s violations_regosched=1 violations_native=2 regosched_scheduler=0.0/s violations_regosched_scheduler=-1"
 	if diff := cmp.Diff(wantLine, pr.Line()); diff != "" {
 		t.Errorf("Line() (-want +got):\n%s", diff)
 	}

@@ -24,7 +24,7 @@ import (
 // and nothing else.
 const LabelRun = "regosched.io/bench-run"
 
-// Mode is one of the three measured configurations.
+// Mode is one of the measured configurations.
 type Mode string
 
 // The configurations, in the order Run measures them.
@@ -49,14 +49,18 @@ const (
 	// scheduler's extender entry), measured only when asked for: the
 	// same-run baseline of folding them into filter.
 	ModeRegoschedPrioritize Mode = "e"
+	// ModePlugin is regosched-scheduler: kube-scheduler with regosched
+	// built in as a framework plugin (deploy/plugin/), no extender.
+	ModePlugin Mode = "f"
 )
 
-// Modes lists the three compared modes in measuring order; the reference
-// ModeNullExtender is measured only when asked for.
-var Modes = []Mode{ModeRegosched, ModeNative, ModeNoRules}
+// Modes lists the compared modes in measuring order; the references
+// ModeNullExtender and ModeRegoschedPrioritize are measured only when
+// asked for.
+var Modes = []Mode{ModeRegosched, ModePlugin, ModeNative, ModeNoRules}
 
-// ParseMode accepts a, b, c, d, e or the names regosched, native, norules,
-// null-extender, regosched-prioritize.
+// ParseMode accepts a, b, c, d, e, f or the names regosched, native,
+// norules, null-extender, regosched-prioritize, regosched-scheduler.
 func ParseMode(s string) (Mode, error) {
 	switch s {
 	case "a", "regosched":
@@ -69,8 +73,10 @@ func ParseMode(s string) (Mode, error) {
 		return ModeNullExtender, nil
 	case "e", "regosched-prioritize":
 		return ModeRegoschedPrioritize, nil
+	case "f", "regosched-scheduler":
+		return ModePlugin, nil
 	}
-	return "", fmt.Errorf("unknown configuration %q: want a (regosched), b (native), c (norules), d (null-extender) or e (regosched-prioritize)", s)
+	return "", fmt.Errorf("unknown configuration %q: want a (regosched), b (native), c (norules), d (null-extender), e (regosched-prioritize) or f (regosched-scheduler)", s)
 }
 
 // Name is the mode's name in the result line: regosched, native, norules.
@@ -86,6 +92,8 @@ func (m Mode) Name() string {
 		return "null-extender"
 	case ModeRegoschedPrioritize:
 		return "regosched-prioritize"
+	case ModePlugin:
+		return "regosched-scheduler"
 	}
 	return string(m)
 }
@@ -93,7 +101,7 @@ func (m Mode) Name() string {
 // SchedulerName is the scheduler profile the mode's pods ask for: the
 // deployed profile for regosched, one of the benchmark's own otherwise.
 func (m Mode) SchedulerName() string {
-	if m.IsRegosched() {
+	if m.IsRegosched() || m == ModePlugin {
 		return ls.SchedulerName
 	}
 	return "bench-" + m.Name()

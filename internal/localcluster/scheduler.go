@@ -16,12 +16,20 @@ import (
 // with it. The scheduler serves no health or metrics port, so several can
 // run side by side; the caller sees it working by watching pods get bound.
 func (c *Cluster) StartScheduler(ctx context.Context, configYAML []byte) (*Process, error) {
-	path := filepath.Join(c.dir, "kube-scheduler-config.yaml")
-	if err := os.WriteFile(path, configYAML, 0o644); err != nil {
+	return c.StartSchedulerBinary(ctx, c.bins.KubeScheduler, configYAML)
+}
+
+// StartSchedulerBinary is StartScheduler with another build of
+// kube-scheduler at path, such as regosched-scheduler (kube-scheduler with
+// regosched's framework plugin); the process is named after the file.
+func (c *Cluster) StartSchedulerBinary(ctx context.Context, path string, configYAML []byte) (*Process, error) {
+	name := filepath.Base(path)
+	cfg := filepath.Join(c.dir, name+"-config.yaml")
+	if err := os.WriteFile(cfg, configYAML, 0o644); err != nil {
 		return nil, fmt.Errorf("writing scheduler config: %w", err)
 	}
-	return c.StartProcess(ctx, "kube-scheduler", c.bins.KubeScheduler,
-		"--config="+path,
+	return c.StartProcess(ctx, name, path,
+		"--config="+cfg,
 		"--secure-port=0",
 		"-v=2",
 	)

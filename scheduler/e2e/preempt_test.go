@@ -1,0 +1,270 @@
+//go:build e2e
+
+// Package e2e runs regosched-scheduler, built from this checkout, against a
+// real kube-apiserver (internal/localcluster) and checks what only an
+// in-process plugin can do: default preemption evicting a lower-priority
+// peer that breaks one of regosched's rules.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/regosched/regosched/internal/localcluster"
+	ls "github.com/regosched/regosched/internal/localstack"
+)
+
+const (
+	nodes     = 3
+	ns        = "shop"
+	prioLow   = "plugin-low"  // 100
+	prioHigh  = "plugin-high" // 100000
+	waitLimit = 2 * time.Minute
+	// quietFor is how long a pod must stay pending, with no pod marked for
+	// deletion, for "no preemption" to count as shown; the scheduler
+	// retries an unschedulable pod after a few seconds of back-off.
+	quietFor = 8 * time.Second
+)
+
+// startCluster runs a control plane with nodes nodes and regosched-scheduler
+// with the deployed plugin configuration.
+func startCluster(t *testing.T) *localcluster.Cluster {
+	t.Helper()
+	if err := localcluster.CheckOS(); err != nil {
+		t.Skip(err)
+	}
+	ctx := t.Context()
+	log := logrus.New()
+	log.SetOutput(os.Stderr)
+	root, err := localcluster.FindRepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins, err := localcluster.Build(ctx, localcluster.BuildOptions{RepoRoot: root, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "regosched-scheduler")
+	if err := ls.BuildPluginScheduler(ctx, root, bin); err != nil {
+		t.Fatal(err)
+	}
+	c, err := localcluster.Start(ctx, localcluster.Config{Binaries: bins, Nodes: nodes, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	cfg, err := ls.PluginSchedulerConfig(root, c.KubeconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched, err := c.StartSchedulerBinary(ctx, bin, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sched.Stop()
+		if t.Failed() {
+			if b, err := os.ReadFile(sched.LogPath); err == nil {
+				t.Logf("regosched-scheduler log (tail):\n%s", tail(b, 4000))
+			}
+		}
+	})
+	client := c.Client()
+	for name, value := range map[string]int32{prioLow: 100, prioHigh: 100000} {
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+		if _, err := client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// master is the Redis master of shard of cluster cache, of priority class
+// class.
+func master(shard int, class string) *corev1.Pod {
+	p := ls.RedisPod(ns, "cache", fmt.Sprintf("cache-%d-master", shard), "master", fmt.Sprint(shard))
+	p.Spec.PriorityClassName = class
+	return p
+}
+
+func create(t *testing.T, client kubernetes.Interface, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	created, err := client.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created
+}
+
+// waitBound waits until the pod is bound and returns its node.
+func waitBound(t *testing.T, client kubernetes.Interface, name string) string {
+	t.Helper()
+	var node string
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, waitLimit, true, func(ctx context.Context) (bool, error) {
+		p, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		node = p.Spec.NodeName
+		return node != "", nil
+	})
+	if err != nil {
+		t.Fatalf("%s not bound: %v (last FailedScheduling: %s)", name, err, failedScheduling(t, client, name))
+	}
+	return node
+}
+
+// failedScheduling is the message of the pod's last FailedScheduling event.
+func failedScheduling(t *testing.T, client kubernetes.Interface, name string) string {
+	t.Helper()
+	events, err := client.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{
+		FieldSelector: "involvedObject.name=" + name + ",reason=FailedScheduling",
+	})
+	if err != nil || len(events.Items) == 0 {
+		return ""
+	}
+	last := events.Items[0]
+	for _, e := range events.Items {
+		if e.LastTimestamp.After(last.LastTimestamp.Time) || e.EventTime.After(last.EventTime.Time) {
+			last = e
+		}
+	}
+	return last.Message
+}
+
+// kubelet does what a kubelet would for the pods of ns marked for deletion
+// (preemption's victims): they go away. It returns their UIDs.
+func kubelet(ctx context.Context, client kubernetes.Interface) ([]types.UID, error) {
+	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var gone []types.UID
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			continue
+		}
+		err := client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		gone = append(gone, p.UID)
+	}
+	return gone, nil
+}
+
+// mastersApart fails the test when two masters of cache share a node.
+func mastersApart(t *testing.T, client kubernetes.Interface) {
+	t.Helper()
+	list, err := client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := map[string]string{}
+	for _, p := range list.Items {
+		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Labels[ls.LabelComponent] != "master" {
+			continue
+		}
+		if other, ok := on[p.Spec.NodeName]; ok {
+			t.Errorf("masters %s and %s share node %s", other, p.Name, p.Spec.NodeName)
+		}
+		on[p.Spec.NodeName] = p.Name
+	}
+}
+
+// One node per master: a fourth master fits nowhere. Of higher priority, it
+// preempts exactly one low-priority master, the one on the node it gets;
+// of equal priority it preempts nothing.
+func TestPreemptionOfAConflictingPeer(t *testing.T) {
+	c := startCluster(t)
+	client := c.Client()
+
+	bound := map[types.UID]string{}
+	for shard := range nodes {
+		p := create(t, client, master(shard, prioLow))
+		bound[p.UID] = waitBound(t, client, p.Name)
+	}
+	mastersApart(t, client)
+
+	t.Run("an equal-priority master preempts nothing", func(t *testing.T) {
+		p := create(t, client, master(nodes, prioLow))
+		err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, waitLimit, true, func(context.Context) (bool, error) {
+			return failedScheduling(t, client, p.Name) != "", nil
+		})
+		if err != nil {
+			t.Fatalf("no FailedScheduling event for %s: %v", p.Name, err)
+		}
+		deadline := time.Now().Add(quietFor)
+		for time.Now().Before(deadline) {
+			list, err := client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range list.Items {
+				if q.DeletionTimestamp != nil || (q.Name == p.Name && q.Spec.NodeName != "") {
+					t.Fatalf("pod %s: node %q, deletion %v: want nothing preempted and %s pending", q.Name, q.Spec.NodeName, q.DeletionTimestamp, p.Name)
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Logf("%s pending: %s", p.Name, failedScheduling(t, client, p.Name))
+		if err := client.CoreV1().Pods(ns).Delete(t.Context(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("a higher-priority master preempts the master on its node", func(t *testing.T) {
+		p := create(t, client, master(nodes+1, prioHigh))
+		var victims []types.UID
+		var node string
+		err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, waitLimit, true, func(ctx context.Context) (bool, error) {
+			gone, err := kubelet(ctx, client)
+			if err != nil {
+				return false, err
+			}
+			victims = append(victims, gone...)
+			got, err := client.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			node = got.Spec.NodeName
+			return node != "", nil
+		})
+		if err != nil {
+			t.Fatalf("%s not bound (victims %v): %v (last FailedScheduling: %s)", p.Name, victims, err, failedScheduling(t, client, p.Name))
+		}
+		victims = slices.Compact(victims)
+		if len(victims) != 1 {
+			t.Fatalf("victims %v, want one master", victims)
+		}
+		if bound[victims[0]] != node {
+			t.Errorf("%s bound to %s, but the victim was on %s", p.Name, node, bound[victims[0]])
+		}
+		mastersApart(t, client)
+		t.Logf("%s bound to %s after preempting the master there", p.Name, node)
+	})
+}
