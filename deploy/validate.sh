@@ -19,6 +19,7 @@ trap 'rm -rf "$out"' EXIT
 $KUSTOMIZE build deploy/ >"$out/deploy.yaml"
 $KUSTOMIZE build deploy/examples >"$out/examples.yaml"
 $KUSTOMIZE build deploy/ha >"$out/ha.yaml"
+$KUSTOMIZE build deploy/plugin >"$out/plugin.yaml"
 
 fail=0
 check() { # description, command...
@@ -91,6 +92,13 @@ check "HA Service selects the leader's label" \
 	grep -q 'regosched.io/leader: "true"' "$out/ha.yaml"
 check "HA extender gets its pod name for the label" \
 	grep -q 'fieldPath: metadata.name' "$out/ha.yaml"
+pcm="$(awk '/^kind: ConfigMap/{f=1} f&&/^  name: regosched-scheduler-config-/{print $2; exit}' "$out/plugin.yaml")"
+check "plugin overlay mounts its own config ($pcm)" \
+	bash -c "test -n '$pcm' && test '$pcm' != '$cm' && grep -A1 'configMap:' '$out/plugin.yaml' | grep -q 'name: $pcm\$'"
+check "plugin overlay runs regosched-scheduler" grep -q -- '- /regosched-scheduler' "$out/plugin.yaml"
+check "plugin config keeps clientConnection out (in-cluster)" \
+	bash -c '! grep -q "^clientConnection:" deploy/plugin/kube-scheduler-config.yaml'
+check "plugin config enables the Regosched plugin" grep -q 'name: Regosched' "$out/plugin.yaml"
 
 echo "kinds in deploy/:"
 grep '^kind:' "$out/deploy.yaml" | sort | uniq -c

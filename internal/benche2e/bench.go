@@ -438,7 +438,7 @@ func (b *bench) schedulerConfig(mode Mode) ([]byte, error) {
 			return nil, fmt.Errorf("scheduler config: %w", err)
 		}
 	} else if mode == ModePlugin {
-		cfg, err := ls.PluginSchedulerConfig(b.stack.Root(), b.stack.Cluster().KubeconfigPath())
+		cfg, err := ls.PluginSchedulerConfig(b.stack.RepoRoot(), b.stack.Cluster().KubeconfigPath())
 		if err != nil {
 			return nil, err
 		}

@@ -351,6 +351,7 @@ func TestDeployManifestsAccepted(t *testing.T) {
 		{name: "examples", dir: "deploy/examples"},
 		{name: "high availability overlay", dir: "deploy/ha"},
 		{name: "mutual TLS overlay", dir: "deploy/tls"},
+		{name: "regosched-scheduler (framework plugin)", dir: "deploy/plugin"},
 		{name: "chart defaults", chart: &deploytest.Render{}},
 		{name: "chart HA, mutual TLS, live roles", chart: &deploytest.Render{Set: []string{"replicas=2", "tls.enabled=true", "redisRoles.enabled=true"}}},
 		{name: "chart cert-manager, monitoring, bundle server, data, pod secrets", chart: &deploytest.Render{

@@ -308,9 +308,6 @@ func (s *Stack) Client() kubernetes.Interface { return s.cluster.Client() }
 // Cluster returns the underlying control plane.
 func (s *Stack) Cluster() *localcluster.Cluster { return s.cluster }
 
-// Root is the checkout the stack was built from and reads deploy/ from.
-func (s *Stack) Root() string { return s.root }
-
 // RepoRoot returns the checkout the stack was built from.
 func (s *Stack) RepoRoot() string { return s.root }
 

@@ -3,6 +3,8 @@ package plugin
 import (
 	"context"
 	"io"
+	"io/fs"
+	"testing/fstest"
 	"slices"
 	"testing"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/explain"
 	ls "github.com/regosched/regosched/internal/localstack"
+	"github.com/regosched/regosched/internal/policy"
 )
 
 const ns = "shop"
@@ -57,6 +60,7 @@ type fixture struct {
 type options struct {
 	notInSnapshot []string
 	deleted       []string
+	policy        fs.FS // the embedded default when nil
 }
 
 func newFixture(t *testing.T) *fixture { return newFixtureWith(t, options{}) }
@@ -99,7 +103,11 @@ func newFixtureWith(t *testing.T, o options) *fixture {
 		}
 		f.nodes[n.Name] = ni
 	}
-	pol, _, err := explain.LoadPolicy(ctx, "", "", regosched.DefaultPolicy())
+	bundle := o.policy
+	if bundle == nil {
+		bundle = regosched.DefaultPolicy()
+	}
+	pol, _, err := explain.LoadPolicy(ctx, "", "", bundle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,6 +222,40 @@ func TestFilterWhenTheViewsDisagree(t *testing.T) {
 				t.Errorf("Filter (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// slowPolicy groups every pod, and describes one labelled slow=yes for
+// hours (ten billion products) unless cancelled; any other at once, so that
+// it compiles (the compiler's smoke test describes a sample pod).
+var slowPolicy = fstest.MapFS{"regosched/keys.rego": {Data: []byte(`package regosched
+
+peer_keys contains "all"
+
+claims := {"marks": {"m": "slow"}, "separate": [], "spread": []} if {
+	input.pod.labels.slow == "yes"
+	count([1 | some i in numbers.range(1, 100000); some j in numbers.range(1, 100000); i * j < 0]) == 0
+}
+`)}}
+
+// A runaway policy must not hold the scheduler's one cycle: PreFilter gives
+// up after policy.DescribeTimeout with an error (the pod is retried).
+func TestPreFilterStopsARunawayPolicy(t *testing.T) {
+	f := newFixtureWith(t, options{policy: slowPolicy})
+	pod := ls.PlainPod(ns, "slow")
+	pod.Labels = map[string]string{"slow": "yes"}
+	done := make(chan *fwk.Status, 1)
+	go func() {
+		_, st := f.preFilter(t, pod)
+		done <- st
+	}()
+	select {
+	case st := <-done:
+		if st.Code() != fwk.Error {
+			t.Errorf("PreFilter = %v, want Error", st)
+		}
+	case <-time.After(3*policy.DescribeTimeout + 5*time.Second):
+		t.Fatal("PreFilter still evaluating the policy")
 	}
 }
 

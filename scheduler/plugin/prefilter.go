@@ -71,6 +71,9 @@ func (pl *Regosched) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.P
 	if !pl.cache.HasSynced() {
 		return nil, fwk.NewStatus(fwk.Error, "regosched: the placement cache has not synced")
 	}
+	// A policy that runs away must not hold the scheduler's one cycle.
+	ctx, cancel := context.WithTimeout(ctx, policy.DescribeTimeout)
+	defer cancel()
 	s, err := pl.judge(ctx, pod)
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("regosched: pod %s/%s: %w", pod.Namespace, pod.Name, err))
@@ -244,6 +247,8 @@ func (pl *Regosched) AddPod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, i
 	}
 	peer := placement.PodFromObject(add)
 	peer.Node = node.Name
+	ctx, cancel := context.WithTimeout(ctx, policy.DescribeTimeout)
+	defer cancel()
 	keys, facts, err := pl.policy.DescribePeer(ctx, peer)
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("regosched: nominated pod %s/%s: %w", add.Namespace, add.Name, err))

@@ -6,6 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/regosched/regosched/internal/policy"
 )
 
 // Reserve records the pod on its node in the placement cache at once, as
@@ -22,6 +24,8 @@ func (pl *Regosched) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	}
 	placed := *s.pod
 	placed.Node = nodeName
+	ctx, cancel := context.WithTimeout(ctx, policy.DescribeTimeout)
+	defer cancel()
 	// Its peers read the pod's marks, which the pending description left out.
 	if _, placed.Facts, err = pl.policy.DescribePeer(ctx, &placed); err != nil {
 		return fwk.AsStatus(fmt.Errorf("regosched: pod %s/%s: %w", pod.Namespace, pod.Name, err))
