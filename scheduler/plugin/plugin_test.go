@@ -4,9 +4,9 @@ import (
 	"context"
 	"io"
 	"io/fs"
-	"testing/fstest"
 	"slices"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
