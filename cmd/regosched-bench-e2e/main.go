@@ -45,7 +45,7 @@ func main() {
 	flag.IntVar(&opts.ClientQPS, "client-qps", 500, "API client QPS (burst twice) of kube-scheduler and regosched, equal in every configuration; 0 keeps their defaults (50 and 100)")
 	flag.IntVar(&opts.NodeWorkers, "node-workers", 32, "concurrent requests while creating nodes")
 	flag.IntVar(&opts.CreateWorkers, "create-workers", 16, "concurrent requests while creating pods")
-	flag.StringVar(&opts.ProfileDir, "profile-dir", "", "write CPU profiles of regosched over its measurement to this folder, named for the point (go tool pprof -top DIR/regosched-a0-*.pprof for the first)")
+	flag.StringVar(&opts.ProfileDir, "profile-dir", "", "write CPU profiles of regosched over its measurement, and of regosched-scheduler over its run, to this folder, named for the point (go tool pprof -top DIR/regosched-a0-*.pprof, DIR/regosched-scheduler-f0.pprof for the first)")
 	level := flag.String("log-level", "info", "progress detail on stderr: debug, info, warn, error")
 	flag.Parse()
 	var err error

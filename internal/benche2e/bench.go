@@ -57,7 +57,8 @@ type Options struct {
 	CreateWorkers int
 	// ProfileDir, when set, receives CPU profiles of regosched (run with
 	// --profiling) over its measurement, one file per profileChunk, named
-	// for the run: regosched-a0-cpu-00.pprof is the first of point 0.
+	// for the run: regosched-a0-cpu-00.pprof is the first of point 0; and
+	// of regosched-scheduler over its whole run, regosched-scheduler-f0.pprof.
 	ProfileDir string
 	// Out receives the detail lines and a result line per point.
 	Out io.Writer
@@ -322,10 +323,15 @@ func (b *bench) measure(ctx context.Context, mode Mode, run string, prebound int
 	log.Info("starting kube-scheduler")
 	res.SchedStart = time.Now()
 	bin := b.stack.Cluster().Binaries().KubeScheduler
+	var env []string
 	if mode == ModePlugin {
 		bin = b.opts.PluginScheduler
+		if b.opts.ProfileDir != "" {
+			// Written when the scheduler stops, at the end of measure.
+			env = append(env, "REGOSCHED_CPU_PROFILE="+filepath.Join(b.opts.ProfileDir, "regosched-scheduler-"+run+".pprof"))
+		}
 	}
-	sched, err := b.stack.Cluster().StartSchedulerBinary(ctx, bin, cfg)
+	sched, err := b.stack.Cluster().StartSchedulerBinary(ctx, bin, cfg, env...)
 	if err != nil {
 		return res, err
 	}
@@ -413,39 +419,16 @@ func createPods(ctx context.Context, client kubernetes.Interface, pods []*corev1
 // limit of Options.ClientQPS in each.
 func (b *bench) schedulerConfig(mode Mode) ([]byte, error) {
 	var doc map[string]any
-	if mode.IsRegosched() || mode == ModeNullExtender {
-		cfg, err := b.stack.SchedulerConfig()
-		if err != nil {
-			return nil, err
-		}
-		if mode == ModeRegoschedPrioritize {
-			cfg, err = localcluster.EditExtenders(cfg, "an extender for prioritize, but", func(ext map[string]any) {
-				ext["prioritizeVerb"] = "prioritize"
-				if _, ok := ext["weight"]; !ok {
-					ext["weight"] = 5
-				}
-			})
-			if err != nil {
-				return nil, err
-			}
-		}
-		if mode == ModeNullExtender {
-			if cfg, err = nullExtenderConfig(cfg, b.null.url, mode.SchedulerName()); err != nil {
-				return nil, err
-			}
-		}
-		if err := yaml.Unmarshal(cfg, &doc); err != nil {
-			return nil, fmt.Errorf("scheduler config: %w", err)
-		}
-	} else if mode == ModePlugin {
-		cfg, err := ls.PluginSchedulerConfig(b.stack.RepoRoot(), b.stack.Cluster().KubeconfigPath())
+	switch {
+	case mode.IsRegosched() || mode == ModeNullExtender || mode == ModePlugin:
+		cfg, err := b.deployedConfig(mode)
 		if err != nil {
 			return nil, err
 		}
 		if err := yaml.Unmarshal(cfg, &doc); err != nil {
 			return nil, fmt.Errorf("scheduler config: %w", err)
 		}
-	} else {
+	default:
 		doc = PlainSchedulerConfig(b.stack.Cluster().KubeconfigPath(), mode.SchedulerName())
 	}
 	if b.opts.ClientQPS > 0 {
@@ -461,6 +444,32 @@ func (b *bench) schedulerConfig(mode Mode) ([]byte, error) {
 		return nil, fmt.Errorf("scheduler config: %w", err)
 	}
 	return out, nil
+}
+
+// deployedConfig is the deployed configuration of mode, adapted to the
+// stack: deploy/plugin's for regosched-scheduler, deploy/scheduler's
+// otherwise, with prioritizeVerb for ModeRegoschedPrioritize and the null
+// extender's URL for ModeNullExtender.
+func (b *bench) deployedConfig(mode Mode) ([]byte, error) {
+	if mode == ModePlugin {
+		return ls.PluginSchedulerConfig(b.stack.RepoRoot(), b.stack.Cluster().KubeconfigPath())
+	}
+	cfg, err := b.stack.SchedulerConfig()
+	if err != nil {
+		return nil, err
+	}
+	switch mode {
+	case ModeRegoschedPrioritize:
+		return localcluster.EditExtenders(cfg, "an extender for prioritize, but", func(ext map[string]any) {
+			ext["prioritizeVerb"] = "prioritize"
+			if _, ok := ext["weight"]; !ok {
+				ext["weight"] = 5
+			}
+		})
+	case ModeNullExtender:
+		return nullExtenderConfig(cfg, b.null.url, mode.SchedulerName())
+	}
+	return cfg, nil
 }
 
 // PlainSchedulerConfig is a KubeSchedulerConfiguration with one default

@@ -166,6 +166,12 @@ func (c *Cluster) Binaries() Binaries { return c.bins }
 // Dir()/<name>.log, and stopped by Stop (or Process.Stop). ctx only guards
 // the start; it does not bound the process's life.
 func (c *Cluster) StartProcess(ctx context.Context, name, path string, args ...string) (*Process, error) {
+	return c.StartProcessEnv(ctx, name, path, nil, args...)
+}
+
+// StartProcessEnv is StartProcess with env (KEY=value) added to this
+// process's environment for the child.
+func (c *Cluster) StartProcessEnv(ctx context.Context, name, path string, env []string, args ...string) (*Process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
@@ -176,7 +182,7 @@ func (c *Cluster) StartProcess(ctx context.Context, name, path string, args ...s
 	if c.stopped {
 		return nil, fmt.Errorf("starting %s: cluster is stopped", name)
 	}
-	p, err := startProcess(c.log, c.dir, name, path, args...)
+	p, err := startProcess(c.log, c.dir, name, path, env, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -33,10 +33,11 @@ type Process struct {
 	stopOnce sync.Once
 }
 
-// startProcess starts path with args in dir, appending its output to
-// dir/name.log. The process outlives no context: only Stop ends it.
-func startProcess(log logrus.FieldLogger, dir, name, path string, args ...string) (*Process, error) {
-	return StartChild(log, dir, name, filepath.Join(dir, name+".log"), path, args...)
+// startProcess starts path with args in dir, with env added to this
+// process's environment, appending its output to dir/name.log. The process
+// outlives no context: only Stop ends it.
+func startProcess(log logrus.FieldLogger, dir, name, path string, env []string, args ...string) (*Process, error) {
+	return startChild(log, dir, name, filepath.Join(dir, name+".log"), path, env, args...)
 }
 
 // StartChild starts path with args in dir as a child of this process, in its
@@ -45,6 +46,10 @@ func startProcess(log logrus.FieldLogger, dir, name, path string, args ...string
 // post-mortems). Only Stop or Kill ends it; other harnesses (localredis) use
 // it for their servers. Outside Linux it returns CheckOS's error.
 func StartChild(log logrus.FieldLogger, dir, name, logPath, path string, args ...string) (*Process, error) {
+	return startChild(log, dir, name, logPath, path, nil, args...)
+}
+
+func startChild(log logrus.FieldLogger, dir, name, logPath, path string, env []string, args ...string) (*Process, error) {
 	if err := CheckOS(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
@@ -56,6 +61,9 @@ func StartChild(log logrus.FieldLogger, dir, name, logPath, path string, args ..
 	defer out.Close()
 
 	cmd := exec.Command(path, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Dir = dir
 	cmd.Stdout = out
 	cmd.Stderr = out

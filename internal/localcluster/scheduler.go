@@ -21,14 +21,15 @@ func (c *Cluster) StartScheduler(ctx context.Context, configYAML []byte) (*Proce
 
 // StartSchedulerBinary is StartScheduler with another build of
 // kube-scheduler at path, such as regosched-scheduler (kube-scheduler with
-// regosched's framework plugin); the process is named after the file.
-func (c *Cluster) StartSchedulerBinary(ctx context.Context, path string, configYAML []byte) (*Process, error) {
+// regosched's framework plugin), and env added to its environment; the
+// process is named after the file.
+func (c *Cluster) StartSchedulerBinary(ctx context.Context, path string, configYAML []byte, env ...string) (*Process, error) {
 	name := filepath.Base(path)
 	cfg := filepath.Join(c.dir, name+"-config.yaml")
 	if err := os.WriteFile(cfg, configYAML, 0o644); err != nil {
 		return nil, fmt.Errorf("writing scheduler config: %w", err)
 	}
-	return c.StartProcess(ctx, name, path,
+	return c.StartProcessEnv(ctx, name, path, env,
 		"--config="+cfg,
 		"--secure-port=0",
 		"-v=2",

@@ -56,7 +56,9 @@ func (pl *Regosched) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, node
 		}
 		total += values[value]
 	}
-	return int64(math.Round(total * scoreScale)), nil
+	// Capped where float64 still counts in units, far below int64's limit:
+	// weights are finite, not bounded.
+	return int64(math.Round(min(total*scoreScale, 1<<53))), nil
 }
 
 // ScoreExtensions returns the plugin, for NormalizeScore.

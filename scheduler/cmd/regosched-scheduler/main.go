@@ -2,10 +2,16 @@
 // the framework plugin "Regosched" (enable it in a profile of the
 // KubeSchedulerConfiguration; see deploy/plugin/). It takes every
 // kube-scheduler flag.
+//
+// REGOSCHED_CPU_PROFILE=FILE writes a CPU profile of the whole run to FILE
+// when the scheduler exits (kube-scheduler's own /debug/pprof needs its
+// secure port and authorization; make bench-e2e's --profile-dir uses this).
 package main
 
 import (
+	"fmt"
 	"os"
+	"runtime/pprof"
 
 	"k8s.io/component-base/cli"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
@@ -15,6 +21,29 @@ import (
 )
 
 func main() {
+	stop, err := profile(os.Getenv("REGOSCHED_CPU_PROFILE"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	cmd := app.NewSchedulerCommand(app.WithPlugin(plugin.Name, plugin.Factory(regosched.DefaultPolicy())))
-	os.Exit(cli.Run(cmd))
+	code := cli.Run(cmd)
+	stop()
+	os.Exit(code)
+}
+
+// profile starts a CPU profile to path, if set, and returns what ends it.
+func profile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("REGOSCHED_CPU_PROFILE: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("REGOSCHED_CPU_PROFILE: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

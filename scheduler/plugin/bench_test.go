@@ -1,0 +1,101 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/explain"
+	ls "github.com/regosched/regosched/internal/localstack"
+)
+
+// BenchmarkCycle is the plugin's share of one scheduling cycle for a new
+// Redis master whose cluster has 6 bound members: PreFilter, then Filter
+// on every node, then PreScore and Score on every node. pods is the number
+// of bound pods of other Redis clusters, which the cost must not follow.
+func BenchmarkCycle(b *testing.B) {
+	const nodes = 5000
+	for _, pods := range []int{1000, 20000} {
+		b.Run(fmt.Sprintf("nodes=%d/pods=%d", nodes, pods), func(b *testing.B) {
+			pl, infos := benchPlugin(b, nodes, pods)
+			pod := redis("cache-3-master", "master", "3", 0, "")
+			ctx := context.Background()
+			for b.Loop() {
+				cs := framework.NewCycleState()
+				if _, st := pl.PreFilter(ctx, cs, pod, nil); !st.IsSuccess() {
+					b.Fatal(st)
+				}
+				for _, ni := range infos {
+					_ = pl.Filter(ctx, cs, pod, ni)
+				}
+				if st := pl.PreScore(ctx, cs, pod, nil); !st.IsSuccess() {
+					b.Fatal(st)
+				}
+				for _, ni := range infos {
+					if _, st := pl.Score(ctx, cs, pod, ni); !st.IsSuccess() {
+						b.Fatal(st)
+					}
+				}
+			}
+		})
+	}
+}
+
+// benchPlugin is the plugin over nodes nodes in three zones with cluster
+// cache's 3 shards (a master and a replica each) bound on the first six,
+// and pods pods of other Redis clusters bound round robin.
+func benchPlugin(b *testing.B, nodes, pods int) (*Regosched, []fwk.NodeInfo) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	var objs []runtime.Object
+	var nodeList []*corev1.Node
+	for i := range nodes {
+		n := node(fmt.Sprintf("n%04d", i), fmt.Sprintf("zone-%c", 'a'+i%3))
+		nodeList = append(nodeList, n)
+		objs = append(objs, n)
+	}
+	var bound []*corev1.Pod
+	for shard := range 3 {
+		for j, role := range []string{"master", "replica"} {
+			bound = append(bound, redis(fmt.Sprintf("cache-%d-%s", shard, role), role, fmt.Sprint(shard), 0, nodeList[2*shard+j].Name))
+		}
+	}
+	for i := range pods {
+		p := ls.RedisPod(ns, fmt.Sprintf("other-%d", i/6), fmt.Sprintf("other-%d", i), "replica", fmt.Sprint(i%3))
+		p.UID = types.UID(fmt.Sprintf("uid-other-%d", i))
+		p.Spec.NodeName = nodeList[i%nodes].Name
+		bound = append(bound, p)
+	}
+	for _, p := range bound {
+		objs = append(objs, p)
+	}
+	snapshot := schedcache.NewSnapshot(bound, nodeList)
+	infos, err := snapshot.NodeInfos().List()
+	if err != nil {
+		b.Fatal(err)
+	}
+	pol, _, err := explain.LoadPolicy(ctx, "", "", regosched.DefaultPolicy())
+	if err != nil {
+		b.Fatal(err)
+	}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	pl, err := New(ctx, fake.NewClientset(objs...), snapshot, pol, log, 5*time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pl, infos
+}
