@@ -311,16 +311,7 @@ func (a *Auditor) judge(ctx context.Context, pol *policy.Policy, pod *placement.
 	}
 	self.Facts = d.facts
 	peers := a.cache.Peers(keys, pod.UID)
-	nodes := make(map[string]map[string]string, len(peers))
-	for _, p := range peers {
-		if _, done := nodes[p.Node]; done {
-			continue
-		}
-		if labels, ok := a.cache.NodeLabels(p.Node); ok {
-			nodes[p.Node] = labels
-		}
-	}
-	conflicts, err := pol.Conflicts(ctx, &policy.Input{Pod: &self, Peers: peers, Nodes: nodes})
+	conflicts, err := pol.Conflicts(ctx, policy.NewInput(&self, peers, a.cache.NodeLabels))
 	if err != nil {
 		return fmt.Errorf("judging %s: %w", pod.Key(), err)
 	}

@@ -264,16 +264,7 @@ func (d *Decider) waitForPeers(ctx context.Context, s *subject) {
 
 // input is the policy input for s: the pod, its peers and their nodes' labels.
 func (d *Decider) input(s *subject) *policy.Input {
-	nodes := make(map[string]map[string]string, len(s.peers))
-	for _, p := range s.peers {
-		if _, done := nodes[p.Node]; done {
-			continue
-		}
-		if labels, ok := d.placements.NodeLabels(p.Node); ok {
-			nodes[p.Node] = labels
-		}
-	}
-	return &policy.Input{Pod: s.pod, Peers: s.peers, Nodes: nodes}
+	return policy.NewInput(s.pod, s.peers, d.placements.NodeLabels)
 }
 
 // candidateNames lists the candidate nodes of args in order, from NodeNames

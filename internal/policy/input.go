@@ -16,6 +16,22 @@ type Input struct {
 	Nodes map[string]map[string]string
 }
 
+// NewInput is the input for pod among peers, with the labels of the
+// peers' nodes as nodeLabels (the placement cache's NodeLabels) gives them;
+// a node it does not know is left out.
+func NewInput(pod *placement.Pod, peers []*placement.Pod, nodeLabels func(node string) (map[string]string, bool)) *Input {
+	nodes := make(map[string]map[string]string, len(peers))
+	for _, p := range peers {
+		if _, done := nodes[p.Node]; done {
+			continue
+		}
+		if labels, ok := nodeLabels(p.Node); ok {
+			nodes[p.Node] = labels
+		}
+	}
+	return &Input{Pod: pod, Peers: peers, Nodes: nodes}
+}
+
 // value builds input for pol as a Rego value directly: cheaper than
 // encoding JSON and having OPA parse it again.
 func (in *Input) value(pol *Policy) ast.Value {

@@ -664,3 +664,31 @@ func BenchmarkDescribe(b *testing.B) {
 		}
 	}
 }
+
+func TestNewInput(t *testing.T) {
+	labels := map[string]map[string]string{"n1": {"zone": "a"}, "n2": {"zone": "b"}}
+	lookup := func(node string) (map[string]string, bool) { l, ok := labels[node]; return l, ok }
+	pod := &placement.Pod{Name: "p"}
+	tests := []struct {
+		name  string
+		peers []*placement.Pod
+		want  map[string]map[string]string
+	}{
+		{name: "no peers", want: map[string]map[string]string{}},
+		{name: "two peers on one node, one on another", peers: []*placement.Pod{{Name: "a", Node: "n1"}, {Name: "b", Node: "n1"}, {Name: "c", Node: "n2"}},
+			want: map[string]map[string]string{"n1": {"zone": "a"}, "n2": {"zone": "b"}}},
+		{name: "a node the cache does not know is left out", peers: []*placement.Pod{{Name: "a", Node: "gone"}},
+			want: map[string]map[string]string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := NewInput(pod, tt.peers, lookup)
+			if in.Pod != pod || len(in.Peers) != len(tt.peers) {
+				t.Errorf("NewInput kept pod %v and %d peers, want %v and %d", in.Pod, len(in.Peers), pod, len(tt.peers))
+			}
+			if diff := gocmp.Diff(tt.want, in.Nodes); diff != "" {
+				t.Errorf("Nodes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -106,7 +106,7 @@ func (pl *Regosched) judge(ctx context.Context, pod *v1.Pod) (*state, error) {
 	if len(peers) == 0 {
 		return s, nil
 	}
-	conflicts, penalties, err := pl.policy.Judge(ctx, pl.input(p, peers))
+	conflicts, penalties, err := pl.policy.Judge(ctx, policy.NewInput(p, peers, pl.cache.NodeLabels))
 	if err != nil {
 		return nil, err
 	}
@@ -185,20 +185,6 @@ func (pl *Regosched) inSnapshot(peer *placement.Pod) bool {
 		}
 	}
 	return false
-}
-
-// input is the policy input for pod among peers, with their nodes' labels.
-func (pl *Regosched) input(pod *placement.Pod, peers []*placement.Pod) *policy.Input {
-	nodes := make(map[string]map[string]string, len(peers))
-	for _, p := range peers {
-		if _, done := nodes[p.Node]; done {
-			continue
-		}
-		if labels, ok := pl.cache.NodeLabels(p.Node); ok {
-			nodes[p.Node] = labels
-		}
-	}
-	return &policy.Input{Pod: pod, Peers: peers, Nodes: nodes}
 }
 
 // PreFilterExtensions returns the plugin: preemption's dry run tells it
