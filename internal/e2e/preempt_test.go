@@ -60,28 +60,6 @@ func pinned(p *corev1.Pod, node, class, cpu string) *corev1.Pod {
 	return p
 }
 
-// kubelet emulates, for the pods of namespace ns, the one thing a kubelet
-// would do here: a pod marked for deletion (a preemption victim) goes away.
-// It returns the names it removed.
-func kubelet(ctx context.Context, ns string) ([]string, error) {
-	list, err := stack.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	var gone []string
-	for _, p := range list.Items {
-		if p.DeletionTimestamp == nil {
-			continue
-		}
-		err := stack.Client().CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, err
-		}
-		gone = append(gone, p.Name)
-	}
-	return gone, nil
-}
-
 // waitPreempted creates preemptor and waits until it is bound, force-deleting
 // victims the scheduler marked for deletion on the way; it returns the
 // preemptor's node and the victims.
@@ -95,7 +73,7 @@ func waitPreempted(t *testing.T, ctx context.Context, preemptor *corev1.Pod) (st
 	var victims []string
 	var node string
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, preemptTimeout, true, func(ctx context.Context) (bool, error) {
-		gone, err := kubelet(ctx, ns)
+		gone, err := ls.RemoveTerminating(ctx, stack.Client(), ns)
 		if err != nil {
 			return false, err
 		}

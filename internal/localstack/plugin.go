@@ -1,11 +1,9 @@
 package localstack
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 
 	"github.com/regosched/regosched/internal/localcluster"
@@ -20,14 +18,7 @@ const PluginSchedulerConfigPath = "deploy/plugin/kube-scheduler-config.yaml"
 // checkout at root into out. The first build compiles kube-scheduler and
 // takes minutes; later ones reuse the Go build cache.
 func BuildPluginScheduler(ctx context.Context, root, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/regosched-scheduler")
-	cmd.Dir = filepath.Join(root, "scheduler")
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("building regosched-scheduler: %w\n%s", err, buf.String())
-	}
-	return nil
+	return goBuild(ctx, filepath.Join(root, "scheduler"), out, "./cmd/regosched-scheduler")
 }
 
 // PluginSchedulerConfig is the deployed regosched-scheduler configuration

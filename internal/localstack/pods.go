@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/localcluster"
@@ -206,6 +207,12 @@ func (s *Stack) waitPlacedOrRefused(ctx context.Context, pod *corev1.Pod) (node,
 // FailedSchedulingReason returns the message of the newest FailedScheduling
 // event of pod, or "" when there is none.
 func (s *Stack) FailedSchedulingReason(ctx context.Context, pod *corev1.Pod) (string, error) {
+	return FailedSchedulingReason(ctx, s.Client(), pod)
+}
+
+// FailedSchedulingReason is Stack.FailedSchedulingReason for the cluster of
+// client, for tests that run a scheduler of their own.
+func FailedSchedulingReason(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod) (string, error) {
 	// The UID tells apart events of an earlier pod of the same name.
 	sel := fields.Set{
 		"involvedObject.kind":      "Pod",
@@ -214,7 +221,7 @@ func (s *Stack) FailedSchedulingReason(ctx context.Context, pod *corev1.Pod) (st
 		"involvedObject.uid":       string(pod.UID),
 		"reason":                   "FailedScheduling",
 	}.AsSelector().String()
-	list, err := s.Client().CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	list, err := client.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
 	if err != nil {
 		return "", fmt.Errorf("listing events of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
@@ -228,6 +235,29 @@ func (s *Stack) FailedSchedulingReason(ctx context.Context, pod *corev1.Pod) (st
 		return "", nil
 	}
 	return newest.Message, nil
+}
+
+// RemoveTerminating does, for the pods of namespace ns, the one thing a
+// kubelet would do here: a pod marked for deletion (a preemption victim)
+// goes away. No kubelet runs on the fake nodes to confirm a graceful
+// deletion. It returns the names it removed.
+func RemoveTerminating(ctx context.Context, client kubernetes.Interface, ns string) ([]string, error) {
+	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods of %s: %w", ns, err)
+	}
+	var gone []string
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			continue
+		}
+		err := client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("removing pod %s/%s: %w", ns, p.Name, err)
+		}
+		gone = append(gone, p.Name)
+	}
+	return gone, nil
 }
 
 // eventTime is when an event last happened, whichever API wrote it: the

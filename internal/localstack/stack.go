@@ -208,15 +208,23 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 // buildExtender compiles ./cmd/regosched from the working tree.
 func (s *Stack) buildExtender(ctx context.Context) error {
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", s.extBin, "./cmd/regosched")
-	cmd.Dir = s.root
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("building regosched: %w\n%s", err, out.String())
+	if err := goBuild(ctx, s.root, s.extBin, "./cmd/regosched"); err != nil {
+		return err
 	}
 	s.log.WithField("took", time.Since(start).Round(time.Millisecond)).Info("regosched built")
+	return nil
+}
+
+// goBuild builds the main package pkg of the module in dir into out, with
+// the compiler's output in the error when it fails.
+func goBuild(ctx context.Context, dir, out, pkg string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Dir = dir
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("building %s: %w\n%s", filepath.Base(out), err, buf.String())
+	}
 	return nil
 }
 

@@ -18,9 +18,7 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
@@ -120,12 +118,12 @@ func create(t *testing.T, client kubernetes.Interface, p *corev1.Pod) *corev1.Po
 	return created
 }
 
-// waitBound waits until the pod is bound and returns its node.
-func waitBound(t *testing.T, client kubernetes.Interface, name string) string {
+// waitBound waits until pod is bound and returns its node.
+func waitBound(t *testing.T, client kubernetes.Interface, pod *corev1.Pod) string {
 	t.Helper()
 	var node string
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, waitLimit, true, func(ctx context.Context) (bool, error) {
-		p, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		p, err := client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -133,48 +131,20 @@ func waitBound(t *testing.T, client kubernetes.Interface, name string) string {
 		return node != "", nil
 	})
 	if err != nil {
-		t.Fatalf("%s not bound: %v (last FailedScheduling: %s)", name, err, failedScheduling(t, client, name))
+		t.Fatalf("%s not bound: %v (last FailedScheduling: %s)", pod.Name, err, failedScheduling(t, client, pod))
 	}
 	return node
 }
 
-// failedScheduling is the message of the pod's last FailedScheduling event.
-func failedScheduling(t *testing.T, client kubernetes.Interface, name string) string {
+// failedScheduling is the message of pod's newest FailedScheduling event,
+// or "" when there is none.
+func failedScheduling(t *testing.T, client kubernetes.Interface, pod *corev1.Pod) string {
 	t.Helper()
-	events, err := client.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{
-		FieldSelector: "involvedObject.name=" + name + ",reason=FailedScheduling",
-	})
-	if err != nil || len(events.Items) == 0 {
-		return ""
-	}
-	last := events.Items[0]
-	for _, e := range events.Items {
-		if e.LastTimestamp.After(last.LastTimestamp.Time) || e.EventTime.After(last.EventTime.Time) {
-			last = e
-		}
-	}
-	return last.Message
-}
-
-// kubelet does what a kubelet would for the pods of ns marked for deletion
-// (preemption's victims): they go away. It returns their UIDs.
-func kubelet(ctx context.Context, client kubernetes.Interface) ([]types.UID, error) {
-	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	reason, err := ls.FailedSchedulingReason(t.Context(), client, pod)
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	var gone []types.UID
-	for _, p := range list.Items {
-		if p.DeletionTimestamp == nil {
-			continue
-		}
-		err := client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, err
-		}
-		gone = append(gone, p.UID)
-	}
-	return gone, nil
+	return reason
 }
 
 // mastersApart fails the test when two masters of cache share a node.
@@ -203,17 +173,17 @@ func TestPreemptionOfAConflictingPeer(t *testing.T) {
 	c := startCluster(t)
 	client := c.Client()
 
-	bound := map[types.UID]string{}
+	bound := map[string]string{} // pod name -> node
 	for shard := range nodes {
 		p := create(t, client, master(shard, prioLow))
-		bound[p.UID] = waitBound(t, client, p.Name)
+		bound[p.Name] = waitBound(t, client, p)
 	}
 	mastersApart(t, client)
 
 	t.Run("an equal-priority master preempts nothing", func(t *testing.T) {
 		p := create(t, client, master(nodes, prioLow))
 		err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, waitLimit, true, func(context.Context) (bool, error) {
-			return failedScheduling(t, client, p.Name) != "", nil
+			return failedScheduling(t, client, p) != "", nil
 		})
 		if err != nil {
 			t.Fatalf("no FailedScheduling event for %s: %v", p.Name, err)
@@ -231,7 +201,7 @@ func TestPreemptionOfAConflictingPeer(t *testing.T) {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		t.Logf("%s pending: %s", p.Name, failedScheduling(t, client, p.Name))
+		t.Logf("%s pending: %s", p.Name, failedScheduling(t, client, p))
 		if err := client.CoreV1().Pods(ns).Delete(t.Context(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 			t.Fatal(err)
 		}
@@ -239,10 +209,10 @@ func TestPreemptionOfAConflictingPeer(t *testing.T) {
 
 	t.Run("a higher-priority master preempts the master on its node", func(t *testing.T) {
 		p := create(t, client, master(nodes+1, prioHigh))
-		var victims []types.UID
+		var victims []string
 		var node string
 		err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, waitLimit, true, func(ctx context.Context) (bool, error) {
-			gone, err := kubelet(ctx, client)
+			gone, err := ls.RemoveTerminating(ctx, client, ns)
 			if err != nil {
 				return false, err
 			}
@@ -255,7 +225,7 @@ func TestPreemptionOfAConflictingPeer(t *testing.T) {
 			return node != "", nil
 		})
 		if err != nil {
-			t.Fatalf("%s not bound (victims %v): %v (last FailedScheduling: %s)", p.Name, victims, err, failedScheduling(t, client, p.Name))
+			t.Fatalf("%s not bound (victims %v): %v (last FailedScheduling: %s)", p.Name, victims, err, failedScheduling(t, client, p))
 		}
 		victims = slices.Compact(victims)
 		if len(victims) != 1 {
