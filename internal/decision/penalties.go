@@ -27,13 +27,7 @@ type keyedPenalties struct {
 // newPenaltyTable sums penalties per topology key and value; ok is false
 // when there are none.
 func newPenaltyTable(penalties []policy.Penalty) (t penaltyTable, ok bool) {
-	byKey := map[string]map[string]float64{}
-	for _, p := range penalties {
-		if byKey[p.TopologyKey] == nil {
-			byKey[p.TopologyKey] = map[string]float64{}
-		}
-		byKey[p.TopologyKey][p.Value] += p.Weight
-	}
+	byKey := policy.SumByDomain(penalties)
 	if len(byKey) == 0 {
 		return t, false
 	}

@@ -30,6 +30,19 @@ type Penalty struct {
 	Peer        types.UID
 }
 
+// SumByDomain sums penalties per topology key and value: what a node in
+// that domain is penalised, before the other keys' domains it is also in.
+func SumByDomain(penalties []Penalty) map[string]map[string]float64 {
+	byKey := map[string]map[string]float64{}
+	for _, p := range penalties {
+		if byKey[p.TopologyKey] == nil {
+			byKey[p.TopologyKey] = map[string]float64{}
+		}
+		byKey[p.TopologyKey][p.Value] += p.Weight
+	}
+	return byKey
+}
+
 // PeerKeys evaluates the groups pod belongs to.
 func (p *Policy) PeerKeys(ctx context.Context, pod *placement.Pod) ([]string, error) {
 	v, err := eval(ctx, p.keys, podInput(p, pod))

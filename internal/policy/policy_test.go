@@ -692,3 +692,19 @@ func TestNewInput(t *testing.T) {
 		})
 	}
 }
+
+func TestSumByDomain(t *testing.T) {
+	got := SumByDomain([]Penalty{
+		{TopologyKey: HostnameKey, Value: "n1", Weight: 1},
+		{TopologyKey: HostnameKey, Value: "n1", Weight: 1},
+		{TopologyKey: HostnameKey, Value: "n2", Weight: 1},
+		{TopologyKey: "topology.kubernetes.io/zone", Value: "zone-a", Weight: 2},
+	})
+	want := map[string]map[string]float64{
+		HostnameKey:                   {"n1": 2, "n2": 1},
+		"topology.kubernetes.io/zone": {"zone-a": 2},
+	}
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("SumByDomain (-want +got):\n%s", diff)
+	}
+}

@@ -78,6 +78,9 @@ func (*Regosched) Name() string { return Name }
 // defaultPolicy (the embedded default bundle) for an empty Args.Policy.
 func Factory(defaultPolicy fs.FS) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		if h == nil || h.ClientSet() == nil {
+			return nil, errors.New("regosched plugin: the framework handle has no client")
+		}
 		args, err := decodeArgs(obj)
 		if err != nil {
 			return nil, err
@@ -96,9 +99,6 @@ func Factory(defaultPolicy fs.FS) func(context.Context, runtime.Object, fwk.Hand
 			return nil, fmt.Errorf("%s: %w", Name, err)
 		}
 		log.WithFields(logrus.Fields{"source": source, "policyRevision": pol.Revision()}).Info("policy loaded")
-		if h == nil || h.ClientSet() == nil {
-			return nil, errors.New("regosched plugin: the framework handle has no client")
-		}
 		return New(ctx, h.ClientSet(), h.SnapshotSharedLister(), pol, log, syncTimeout)
 	}
 }

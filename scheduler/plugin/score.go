@@ -23,13 +23,7 @@ func (pl *Regosched) PreScore(_ context.Context, cs fwk.CycleState, _ *v1.Pod, _
 	if len(s.penalties) == 0 {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	s.scores = map[string]map[string]float64{}
-	for _, p := range s.penalties {
-		if s.scores[p.TopologyKey] == nil {
-			s.scores[p.TopologyKey] = map[string]float64{}
-		}
-		s.scores[p.TopologyKey][p.Value] += p.Weight
-	}
+	s.scores = policy.SumByDomain(s.penalties)
 	return nil
 }
 
