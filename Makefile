@@ -32,12 +32,12 @@ tools: ## Build the pinned helm, kustomize and promtool once (outside any test's
 
 chart: ## helm lint and helm template of deploy/helm/regosched, compared object by object with deploy/'s kustomize render
 	$(HELM) lint --strict deploy/helm/regosched
-	$(GO) test -count=1 ./internal/deploytest/
+	$(GO) test -count=1 ./test/deploytest/
 
 monitoring: ## promtool check and unit tests of the alerts; every metric and label the alerts and the dashboard query, against the code
 	$(PROMTOOL) check rules $(MONITORING)/prometheus-rules.yaml
 	$(PROMTOOL) test rules $(MONITORING)/prometheus-rules_test.yaml
-	$(GO) test -count=1 ./internal/monitoringtest/
+	$(GO) test -count=1 ./test/monitoringtest/
 
 unit: ## go vet (also for macOS and Windows), deploy/validate.sh, and the Go unit tests (these also run the Rego tests through OPA's tester)
 	$(GO) vet ./...
@@ -64,7 +64,7 @@ fuzz: ## A short, bounded run of every fuzz target (FUZZTIME executions each; se
 	$(GO) test -run '^$$' -fuzz '^FuzzInput$$' $(FUZZFLAGS) ./internal/policy/
 
 e2e: ## End-to-end suite on a local control plane (builds etcd, kube-apiserver, kube-scheduler once, cached)
-	$(GO) test -tags e2e -count=1 -timeout 40m -v ./internal/localcluster/ ./internal/localredis/ ./internal/redisroles/ ./internal/e2e/
+	$(GO) test -tags e2e -count=1 -timeout 40m -v ./test/localcluster/ ./test/localredis/ ./internal/redisroles/ ./test/e2e/
 
 scheduler-test: ## regosched-scheduler: vet, unit tests, and its end-to-end test (preemption of a conflicting peer) on a local control plane
 	cd scheduler && $(GO) vet ./... && $(GO) vet -tags e2e ./...

@@ -9,7 +9,7 @@
 //
 //	throughput nodes=N bound=B pods=M regosched=X/s native=Y/s norules=Z/s violations_regosched=A violations_native=B
 //
-// See internal/benche2e.
+// See test/benche2e.
 //
 //	go run ./cmd/regosched-bench-e2e --points 100:0,500:2000 --redis-clusters 20 --es-clusters 10 --plot out.png
 package main
@@ -26,7 +26,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/regosched/regosched/internal/benche2e"
+	"github.com/regosched/regosched/test/benche2e"
 )
 
 func main() {

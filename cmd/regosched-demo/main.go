@@ -2,7 +2,7 @@
 // cluster and no container runtime: a local control plane, the extender and
 // kube-scheduler on loopback, a sample workload placed one pod at a time,
 // and a table of where every pod went. Progress goes to stderr, the table
-// to stdout. See internal/demo.
+// to stdout. See test/demo.
 //
 //	go run ./cmd/regosched-demo --nodes 6
 package main
@@ -17,7 +17,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/regosched/regosched/internal/demo"
+	"github.com/regosched/regosched/test/demo"
 )
 
 func main() {

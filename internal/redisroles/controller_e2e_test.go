@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/regosched/regosched/internal/localredis"
+	"github.com/regosched/regosched/test/localredis"
 	"github.com/regosched/regosched/internal/policy"
 )
 

@@ -1,7 +1,7 @@
 //go:build e2e
 
 // Package e2e runs regosched-scheduler, built from this checkout, against a
-// real kube-apiserver (internal/localcluster) and checks what only an
+// real kube-apiserver (test/localcluster) and checks what only an
 // in-process plugin can do: default preemption evicting a lower-priority
 // peer that breaks one of regosched's rules.
 package e2e
@@ -22,8 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/regosched/regosched/internal/localcluster"
-	ls "github.com/regosched/regosched/internal/localstack"
+	"github.com/regosched/regosched/test/localcluster"
+	ls "github.com/regosched/regosched/test/localstack"
 )
 
 const (

@@ -18,7 +18,7 @@ import (
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/explain"
-	ls "github.com/regosched/regosched/internal/localstack"
+	ls "github.com/regosched/regosched/test/localstack"
 )
 
 // BenchmarkCycle is the plugin's share of one scheduling cycle for a new

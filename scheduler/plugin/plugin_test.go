@@ -24,7 +24,7 @@ import (
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/explain"
-	ls "github.com/regosched/regosched/internal/localstack"
+	ls "github.com/regosched/regosched/test/localstack"
 	"github.com/regosched/regosched/internal/policy"
 )
 

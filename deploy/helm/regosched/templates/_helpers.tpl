@@ -102,7 +102,7 @@ is how registry.k8s.io tags kube-scheduler.
 {{/*
 The KubeSchedulerConfiguration of the second scheduler: the content of
 deploy/scheduler/kube-scheduler-config.yaml, or with tls that of
-deploy/tls/mtls/kube-scheduler-config.yaml (internal/deploytest compares
+deploy/tls/mtls/kube-scheduler-config.yaml (test/deploytest compares
 them). clientConnection is left out: the scheduler uses its ServiceAccount.
 */}}
 {{- define "regosched.schedulerConfig" -}}

@@ -1,0 +1,183 @@
+// Package demo is regosched's one-command demonstration (cmd/regosched-demo,
+// `make demo`): it starts the whole stack on loopback (test/localstack),
+// places a small shop's Redis and Elasticsearch clusters through the
+// regosched scheduler one pod at a time, prints where every pod went and
+// why the rest wait, checks the placement rules independently, and stops
+// everything again.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+
+	ls "github.com/regosched/regosched/test/localstack"
+)
+
+// Namespace holds the whole sample workload.
+const Namespace = "shop"
+
+// Options configures Run.
+type Options struct {
+	// Nodes is the number of fake nodes (zones a, b, c round robin).
+	Nodes int
+	// Out receives the placement table.
+	Out io.Writer
+	// Log receives progress messages.
+	Log logrus.FieldLogger
+}
+
+// Run starts the stack, places Workload(opts.Nodes) one pod at a time,
+// writes the placement to opts.Out and stops the stack, also when ctx is
+// cancelled (Ctrl-C). It fails if the independent check finds a broken
+// rule.
+func Run(ctx context.Context, opts Options) error {
+	if opts.Nodes < 1 {
+		return fmt.Errorf("need at least one node, got %d", opts.Nodes)
+	}
+	log := opts.Log
+	start := time.Now()
+	log.WithField("nodes", opts.Nodes).Info("starting etcd, kube-apiserver, regosched and kube-scheduler (the first run builds them: many minutes)")
+	stack, err := ls.Start(ctx, ls.Options{Nodes: opts.Nodes, Log: log})
+	if err != nil {
+		return fmt.Errorf("starting the stack: %w", err)
+	}
+	defer func() {
+		log.Info("stopping the stack")
+		stack.Stop()
+	}()
+	log.WithField("took", time.Since(start).Round(time.Millisecond)).Info("stack is up")
+
+	placing := time.Now()
+	pods := Workload(opts.Nodes)
+	for _, p := range pods {
+		node, pending, reason, err := stack.CreateAndWait(ctx, p)
+		if err != nil {
+			return err
+		}
+		entry := log.WithField("pod", p.Namespace+"/"+p.Name)
+		if pending {
+			entry.WithField("reason", reason).Info("pending")
+		} else {
+			entry.WithField("node", node).Info("placed")
+		}
+	}
+	log.WithFields(logrus.Fields{"pods": len(pods), "took": time.Since(placing).Round(time.Millisecond)}).Info("workload placed one pod at a time")
+
+	pl, err := stack.Placement(ctx, Namespace)
+	if err != nil {
+		return err
+	}
+	violations, err := stack.Violations(ctx, Namespace)
+	if err != nil {
+		return err
+	}
+	if err := Write(opts.Out, pl, violations); err != nil {
+		return fmt.Errorf("writing the placement: %w", err)
+	}
+	log.WithField("took", time.Since(start).Round(time.Millisecond)).Info("demo done")
+	if len(violations) > 0 {
+		return errors.New("placement rules were broken")
+	}
+	return nil
+}
+
+// Workload is the sample, in creation order: Redis cluster "cache" (three
+// shards, a master and a replica each), Elasticsearch cluster "logs" with
+// one data pod more than there are nodes (so one must wait) and two
+// master-role pods (which no rule keeps apart), and two plain web pods.
+func Workload(nodes int) []*corev1.Pod {
+	var pods []*corev1.Pod
+	for shard := range 3 {
+		sh := fmt.Sprint(shard)
+		pods = append(pods,
+			ls.RedisPod(Namespace, "cache", "cache-"+sh+"-master", "master", sh),
+			ls.RedisPod(Namespace, "cache", "cache-"+sh+"-replica", "replica", sh))
+	}
+	for i := range nodes + 1 {
+		pods = append(pods, ls.ESPod(Namespace, "logs", fmt.Sprintf("logs-data-%d", i), "data"))
+	}
+	for i := range 2 {
+		pods = append(pods, ls.ESPod(Namespace, "logs", fmt.Sprintf("logs-master-%d", i), "master"))
+	}
+	for i := range 2 {
+		pods = append(pods, ls.PlainPod(Namespace, fmt.Sprintf("web-%d", i)))
+	}
+	return pods
+}
+
+// Write prints pl as a table (one row per node, then the pending pods with
+// the scheduler's message) followed by the verdict of the independent rule
+// check.
+func Write(w io.Writer, pl ls.Placement, violations []string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tZONE\tPODS")
+	for _, n := range pl.Nodes {
+		if len(n.Pods) == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t-\n", n.Node, n.Zone)
+			continue
+		}
+		for i, p := range n.Pods {
+			node, zone := n.Node, n.Zone
+			if i > 0 {
+				node, zone = "", ""
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", node, zone, p)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	var b strings.Builder
+	if len(pl.Pending) == 0 {
+		b.WriteString("\npending: none\n")
+	} else {
+		b.WriteString("\npending:\n")
+	}
+	for _, p := range pl.Pending {
+		fmt.Fprintf(&b, "  %s\n", p.PodSummary)
+		for _, line := range reasonLines(p.Reason) {
+			fmt.Fprintf(&b, "    %s\n", line)
+		}
+	}
+	if len(violations) == 0 {
+		b.WriteString("\nrules kept: yes (0 violations)\n")
+	} else {
+		fmt.Fprintf(&b, "\nrules kept: NO (%d violations)\n", len(violations))
+		for _, v := range violations {
+			fmt.Fprintf(&b, "  %s\n", v)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// reasonLines splits a FailedScheduling message, e.g. "0/6 nodes are
+// available: 1 a, 5 b. preemption: ...", into one line per node reason, so
+// that regosched's reasons can be read. Anything else comes back whole.
+func reasonLines(msg string) []string {
+	if msg == "" {
+		return []string{"(no FailedScheduling event yet)"}
+	}
+	body, preemption, hasPreemption := strings.Cut(msg, ". preemption: ")
+	head, list, ok := strings.Cut(body, ": ")
+	if !ok || !strings.Contains(head, "nodes are available") {
+		return []string{msg}
+	}
+	lines := []string{head + ":"}
+	for _, item := range strings.Split(list, ", ") {
+		lines = append(lines, "  "+strings.TrimSuffix(item, "."))
+	}
+	if hasPreemption {
+		lines = append(lines, "preemption: "+preemption)
+	}
+	return lines
+}

@@ -1,0 +1,367 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/regosched/regosched/test/localredis"
+	ls "github.com/regosched/regosched/test/localstack"
+)
+
+const (
+	labelRole  = "regosched.io/role"
+	labelShard = "regosched.io/shard"
+	// roleWait bounds the wait for labels: the stack checks every second
+	// (see main_test.go); the rest is margin for a busy machine.
+	roleWait = 20 * time.Second
+	// stsUID is the StatefulSet the Redis pods claim to belong to: no
+	// controller runs here, so it need not exist, only be the same.
+	stsUID = types.UID("0b5a1c1e-5e55-4e5e-9e55-5e5510000001")
+)
+
+// bitnamiClusterPod is a pod of Bitnami's redis-cluster chart (release
+// "sessions") as the chart labels it (testdata/presets/bitnami-redis-cluster.json),
+// whose Redis listens on 127.0.0.1:port.
+func bitnamiClusterPod(ns, name string, port int) *corev1.Pod {
+	p := ls.PlainPod(ns, name)
+	p.Labels = map[string]string{
+		"app.kubernetes.io/instance":         "sessions",
+		"app.kubernetes.io/managed-by":       "Helm",
+		"app.kubernetes.io/name":             "redis-cluster",
+		"app.kubernetes.io/version":          "8.2.1",
+		"helm.sh/chart":                      "redis-cluster-13.0.5",
+		"statefulset.kubernetes.io/pod-name": name,
+	}
+	yes := true
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "sessions-redis-cluster", UID: stsUID, Controller: &yes}}
+	p.Spec.Containers[0].Ports = []corev1.ContainerPort{
+		{Name: "tcp-redis", ContainerPort: int32(port)},
+		{Name: "tcp-redis-bus", ContainerPort: int32(port + 10000)},
+	}
+	return p
+}
+
+// running reports pod as running at 127.0.0.1, as a kubelet would.
+func running(t *testing.T, ctx context.Context, ns, name string) {
+	t.Helper()
+	pods := stack.Client().CoreV1().Pods(ns)
+	p, err := pods.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Phase = corev1.PodRunning
+	p.Status.PodIP = "127.0.0.1"
+	p.Status.PodIPs = []corev1.PodIP{{IP: "127.0.0.1"}}
+	if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("reporting %s running: %v", name, err)
+	}
+}
+
+// bind creates pod on node directly: a placement already made.
+func bind(t *testing.T, ctx context.Context, pod *corev1.Pod, node string) {
+	t.Helper()
+	pod.Spec.NodeName = node
+	if _, err := stack.Client().CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	running(t, ctx, pod.Namespace, pod.Name)
+}
+
+// roleLabels reads role/shard of each named pod.
+func roleLabels(ctx context.Context, ns string) (map[string]string, error) {
+	list, err := stack.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, p := range list.Items {
+		out[p.Name] = p.Labels[labelRole] + "/" + p.Labels[labelShard]
+	}
+	return out, nil
+}
+
+// waitRoles waits until every pod of want has a role and shard label whose
+// role is want's and whose shard is the same as its master's; it returns
+// how long it took.
+func waitRoles(t *testing.T, ctx context.Context, ns string, want map[string]string, sameShard map[string]string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var got map[string]string
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, roleWait, true, func(ctx context.Context) (bool, error) {
+		var err error
+		if got, err = roleLabels(ctx, ns); err != nil {
+			return false, err
+		}
+		for name, role := range want {
+			r, shard, _ := strings.Cut(got[name], "/")
+			if r != role || shard == "" {
+				return false, nil
+			}
+		}
+		for replica, master := range sameShard {
+			if _, a, _ := strings.Cut(got[replica], "/"); a != strings.SplitN(got[master], "/", 2)[1] {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("role labels %v never matched Redis: want roles %v, replica->master %v", got, want, sameShard)
+	}
+	return time.Since(start)
+}
+
+// The labels follow a real Redis Cluster: they match ROLE within one
+// interval, flip at a real CLUSTER FAILOVER, a failover that leaves two
+// masters on one node is reported (metric, Events, `regosched audit`), and
+// a recreated replica is scheduled under its remembered role.
+func TestRedisRolesFollowARealCluster(t *testing.T) {
+	const ns = "e2e-redis-roles"
+	ctx := setup(t, ns)
+	n := nodes(t, ctx, 8)
+	cluster, err := localredis.StartCluster(ctx, localredis.Options{Dir: t.TempDir()}, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Stop()
+	redisNodes, err := cluster.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var masters []int
+	replicaOf := map[int]int{} // master port -> its replica's port
+	for _, rn := range redisNodes {
+		if rn.Role == localredis.RoleMaster {
+			masters = append(masters, rn.Port)
+		} else {
+			replicaOf[rn.MasterPort] = rn.Port
+		}
+	}
+	name := func(port int) string { return "sessions-redis-cluster-" + strconv.Itoa(port) }
+	// Master A and the replica of shard B share n[0]: allowed, until that
+	// replica becomes a master. Every other member has a node of its own.
+	a, b, c := masters[0], masters[1], masters[2]
+	placement := map[int]string{a: n[0], replicaOf[b]: n[0], b: n[1], replicaOf[a]: n[2], c: n[3], replicaOf[c]: n[4]}
+	want, sameShard := map[string]string{}, map[string]string{}
+	for port, node := range placement {
+		bind(t, ctx, bitnamiClusterPod(ns, name(port), port), node)
+		want[name(port)] = "master"
+	}
+	for m, r := range replicaOf {
+		want[name(r)] = "replica"
+		sameShard[name(r)] = name(m)
+	}
+	took := waitRoles(t, ctx, ns, want, sameShard)
+	t.Logf("labels matched ROLE %v after the pods ran", took.Round(time.Millisecond))
+
+	// A real failover moves shard B's master onto n[0], beside master A.
+	failoverAt := time.Now()
+	if err := cluster.Failover(ctx, replicaOf[b]); err != nil {
+		t.Fatal(err)
+	}
+	want[name(replicaOf[b])], want[name(b)] = "master", "replica"
+	sameShard = map[string]string{name(b): name(replicaOf[b]), name(replicaOf[a]): name(a), name(replicaOf[c]): name(c)}
+	waitRoles(t, ctx, ns, want, sameShard)
+	t.Logf("labels flipped %v after CLUSTER FAILOVER was sent", time.Since(failoverAt).Round(time.Millisecond))
+
+	t.Run("the violation is reported", func(t *testing.T) {
+		sample := fmt.Sprintf("regosched_violations{namespace=%q,rule=\"redis-masters\"}", ns)
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, roleWait, true, func(ctx context.Context) (bool, error) {
+			v, err := stack.Sample(ctx, sample)
+			return err == nil && v == 1, nil
+		})
+		if err != nil {
+			t.Errorf("%s never became 1", sample)
+		}
+		for _, pod := range []string{name(a), name(replicaOf[b])} {
+			if !hasWarning(ctx, ns, pod, "PlacementViolation", "redis-masters") {
+				t.Errorf("no Warning PlacementViolation event naming redis-masters on %s", pod)
+			}
+		}
+		if t.Failed() {
+			if list, err := stack.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
+				for _, e := range list.Items {
+					t.Logf("event %s %s %s/%s: %s", e.Type, e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
+				}
+			}
+		}
+		out, code := runBinary(t, ctx, "audit", "--kubeconfig", stack.Cluster().KubeconfigPath())
+		if code != 1 {
+			t.Errorf("regosched audit exited %d, want 1:\n%s", code, out)
+		}
+		for _, w := range []string{"redis-masters", ns, n[0], name(a), name(replicaOf[b])} {
+			if !strings.Contains(out, w) {
+				t.Errorf("regosched audit output lacks %q:\n%s", w, out)
+			}
+		}
+		t.Logf("regosched audit:\n%s", out)
+	})
+
+	t.Run("a recreated replica keeps its role", func(t *testing.T) {
+		// Shard C's replica is deleted and comes back under its name, not
+		// yet running: its labels are gone, Redis cannot be asked. Offered
+		// its master's node and the node of shard A's replica, it must take
+		// the latter: as a replica it may share a node with another
+		// shard's replica, never with its own master (as an unknown pod it
+		// could take neither).
+		replica := name(replicaOf[c])
+		deletePod(t, ctx, ns, replica)
+		pod := ls.OnNodes(bitnamiClusterPod(ns, replica, replicaOf[c]), placement[c], placement[replicaOf[a]])
+		got := place(t, ctx, pod)
+		if got != placement[replicaOf[a]] {
+			t.Errorf("recreated replica bound to %s, want %s (its master is on %s)", got, placement[replicaOf[a]], placement[c])
+		}
+		p, err := stack.Client().CoreV1().Pods(ns).Get(ctx, replica, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("recreated pod: %s=%s %s=%s, source %q", labelRole, p.Labels[labelRole], labelShard, p.Labels[labelShard], p.Annotations["regosched.io/role-source"])
+		running(t, ctx, ns, replica)
+		waitRoles(t, ctx, ns, map[string]string{replica: "replica"}, map[string]string{replica: name(c)})
+	})
+}
+
+// Bitnami's Sentinel pods carry isMaster, which the chart's own scripts
+// change at failover: a master is kept off another master's node.
+func TestSentinelIsMasterPods(t *testing.T) {
+	const ns = "e2e-sentinel"
+	ctx := setup(t, ns)
+	n := nodes(t, ctx, 2)
+	pod := func(name, isMaster string) *corev1.Pod {
+		p := ls.PlainPod(ns, name)
+		p.Labels = map[string]string{
+			"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache", "app.kubernetes.io/component": "node",
+			"statefulset.kubernetes.io/pod-name": name, "isMaster": isMaster,
+		}
+		return p
+	}
+	place(t, ctx, ls.OnNodes(pod("cache-node-0", "true"), n[0]))
+	if got := place(t, ctx, ls.OnNodes(pod("cache-node-1", "false"), n...)); got != n[1] {
+		t.Errorf("the replica went to %s, want %s, away from its master", got, n[1])
+	}
+	deletePod(t, ctx, ns, "cache-node-1")
+	reason := refuse(t, ctx, ls.OnNodes(pod("cache-node-2", "true"), n[0]))
+	if !strings.Contains(reason, "cache-node-0") {
+		t.Errorf("FailedScheduling %q does not name the master already there", reason)
+	}
+}
+
+// ECK labels data tiers on their own (node-data is false on a hot-tier
+// pod): hot data pods of one cluster are kept apart.
+func TestECKHotTierDataPodsApart(t *testing.T) {
+	const ns = "e2e-eck-tiers"
+	ctx := setup(t, ns)
+	n := nodes(t, ctx, 2)
+	pod := func(name string) *corev1.Pod {
+		p := ls.PlainPod(ns, name)
+		p.Labels = map[string]string{
+			"elasticsearch.k8s.elastic.co/cluster-name": "logs", "elasticsearch.k8s.elastic.co/node-data": "false",
+			"elasticsearch.k8s.elastic.co/node-data_hot": "true", "elasticsearch.k8s.elastic.co/node-master": "false",
+			"elasticsearch.k8s.elastic.co/statefulset-name": "logs-es-hot",
+		}
+		return p
+	}
+	place(t, ctx, ls.OnNodes(pod("logs-es-hot-0"), n[0]))
+	if got := place(t, ctx, ls.OnNodes(pod("logs-es-hot-1"), n...)); got != n[1] {
+		t.Errorf("the second hot data pod went to %s, want %s", got, n[1])
+	}
+}
+
+// A bundle whose data misspells a key is refused by the real binary with
+// the key named, before anything is decided with it.
+func TestMisspeltDataKeyRefused(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	src := filepath.Join(stack.RepoRoot(), "rego")
+	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	dataFile := filepath.Join(dir, "regosched", "config", "data.json")
+	raw, err := os.ReadFile(dataFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data map[string]any
+	if err := json.Unmarshal(raw, &data); err != nil {
+		t.Fatal(err)
+	}
+	data["zone_lable"] = data["zone_label"]
+	delete(data, "zone_label")
+	raw, err = json.Marshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dataFile, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runBinary(t, ctx, "audit", "--kubeconfig", stack.Cluster().KubeconfigPath(), "--policy", dir)
+	if code == 0 || code == 1 {
+		t.Fatalf("regosched audit with a misspelt key exited %d, want an error:\n%s", code, out)
+	}
+	if !strings.Contains(out, "Additional property zone_lable is not allowed") {
+		t.Errorf("the error does not name the misspelt key:\n%s", out)
+	}
+}
+
+// runBinary runs the stack's regosched binary; it returns its combined
+// output and exit code.
+func runBinary(t *testing.T, ctx context.Context, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, stack.Binary(), args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return out.String(), 0
+	case errors.As(err, &exit):
+		return out.String(), exit.ExitCode()
+	default:
+		t.Fatalf("running regosched %v: %v", args, err)
+		return "", -1
+	}
+}
+
+// hasWarning reports whether pod has a Warning event with reason whose
+// message names rule.
+func hasWarning(ctx context.Context, ns, pod, reason, rule string) bool {
+	found := false
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, roleWait, true, func(ctx context.Context) (bool, error) {
+		core, err := stack.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+		if err == nil {
+			for _, e := range core.Items {
+				if e.Type == corev1.EventTypeWarning && e.Reason == reason && strings.Contains(e.Message, rule) {
+					found = true
+				}
+			}
+		}
+		events, err := stack.Client().EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + pod})
+		if err == nil {
+			for _, e := range events.Items {
+				if e.Type == corev1.EventTypeWarning && e.Reason == reason && strings.Contains(e.Note, rule) {
+					found = true
+				}
+			}
+		}
+		return found, nil
+	})
+	return found
+}
