@@ -29,8 +29,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/regosched/regosched/test/localredis"
 	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/test/localredis"
 )
 
 const testInterval = 300 * time.Millisecond

@@ -24,8 +24,8 @@ import (
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/explain"
-	ls "github.com/regosched/regosched/test/localstack"
 	"github.com/regosched/regosched/internal/policy"
+	ls "github.com/regosched/regosched/test/localstack"
 )
 
 const ns = "shop"

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/regosched/regosched"
-	"github.com/regosched/regosched/test/localcluster"
 	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/test/localcluster"
 )
 
 // toolTimeout bounds one test's helm and kustomize runs, including the

@@ -21,9 +21,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/regosched/regosched"
-	"github.com/regosched/regosched/test/localcluster"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/test/localcluster"
 )
 
 // SchedulerName is the profile of the deployed scheduler configuration;
