@@ -14,7 +14,8 @@ import (
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/audit"
-	"github.com/regosched/regosched/internal/explain"
+	"github.com/regosched/regosched/internal/bundles"
+	"github.com/regosched/regosched/internal/kubeclient"
 	"github.com/regosched/regosched/internal/output"
 )
 
@@ -40,7 +41,7 @@ func runAudit(args []string) error {
 func auditTo(args []string, stdout, stderr io.Writer) (violations bool, err error) {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else in-cluster, else ~/.kube/config)")
 	policyPath := fs.String("policy", "", "OPA bundle directory or .tar.gz (default: the embedded policy of rego/)")
 	policyData := fs.String("policy-data", "", "JSON object merged into the policy's data.regosched.config, as serve's --policy-data")
 	outputFlag := fs.String("o", "table", "output format: table or json")
@@ -66,11 +67,11 @@ func auditTo(args []string, stdout, stderr io.Writer) (violations bool, err erro
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	pol, _, err := explain.LoadPolicy(ctx, *policyPath, *policyData, regosched.DefaultPolicy())
+	pol, _, err := bundles.Options{DataFile: *policyData}.LoadLocal(ctx, *policyPath, regosched.DefaultPolicy())
 	if err != nil {
 		return false, err
 	}
-	client, err := explain.Client(*kubeconfig)
+	client, err := kubeclient.New(*kubeconfig)
 	if err != nil {
 		return false, err
 	}

@@ -14,7 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/explain"
+	"github.com/regosched/regosched/internal/kubeclient"
 	"github.com/regosched/regosched/internal/output"
 )
 
@@ -23,7 +25,7 @@ import (
 func runExplain(args []string) error {
 	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
 	podFile := fs.String("f", "", "pod manifest, YAML or JSON (- for standard input); required")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else in-cluster, else ~/.kube/config)")
 	policyPath := fs.String("policy", "", "OPA bundle directory or .tar.gz (default: the embedded policy of rego/)")
 	policyData := fs.String("policy-data", "", "JSON object merged into the policy's data.regosched.config, as serve's --policy-data")
 	outputFlag := fs.String("o", "table", "output format: table or json")
@@ -56,11 +58,11 @@ func runExplain(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	pol, source, err := explain.LoadPolicy(ctx, *policyPath, *policyData, regosched.DefaultPolicy())
+	pol, source, err := bundles.Options{DataFile: *policyData}.LoadLocal(ctx, *policyPath, regosched.DefaultPolicy())
 	if err != nil {
 		return err
 	}
-	client, err := explain.Client(*kubeconfig)
+	client, err := kubeclient.New(*kubeconfig)
 	if err != nil {
 		return err
 	}

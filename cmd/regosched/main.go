@@ -21,9 +21,9 @@ import (
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/apicontact"
 	"github.com/regosched/regosched/internal/audit"
+	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/extender"
 	"github.com/regosched/regosched/internal/logbridge"
-	"github.com/regosched/regosched/internal/policy"
 	"github.com/regosched/regosched/internal/serve"
 )
 
@@ -79,7 +79,7 @@ func runServe(args []string) error {
 	opts := serve.Options{DefaultPolicy: regosched.DefaultPolicy(), Version: binaryVersion()}
 	fs.StringVar(&opts.Listen, "listen", ":8888", "address to serve the extender API, health and metrics on")
 	fs.StringVar(&opts.HealthListen, "health-listen", "", "also serve /healthz, /readyz, /version and /metrics (never the verbs) over plain HTTP on this address, for probes without a client certificate (default: off)")
-	fs.StringVar(&opts.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)")
+	fs.StringVar(&opts.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else in-cluster, else ~/.kube/config)")
 	fs.StringVar(&opts.PolicyPath, "policy", "", "OPA bundle directory, .tar.gz, or http(s) URL of a bundle on a bundle server (default: the embedded policy of rego/)")
 	fs.DurationVar(&opts.PolicyPoll, "policy-poll", 2*time.Second, "how often a --policy directory or .tar.gz is checked for changes; a change is loaded once it has held still for one interval (0: never reload)")
 	fs.StringVar(&opts.PolicyData, "policy-data", "", "JSON object merged into the policy's data.regosched.config (objects merge key by key, null removes a key): change the default policy's workloads and label schemes without building a bundle; watched with --policy-poll; refused with --policy-verification-key")
@@ -89,7 +89,7 @@ func runServe(args []string) error {
 	fs.DurationVar(&opts.Bundles.StartTimeout, "policy-start-timeout", 30*time.Second, "http(s) --policy: how long to retry an unreachable bundle server at start before exiting; regosched never serves without a policy")
 	fs.StringVar(&opts.Bundles.BearerTokenFile, "policy-bearer-token-file", "", "http(s) --policy: send the token in this file (read at every request) as Authorization: Bearer")
 	fs.BoolVar(&opts.Bundles.Insecure, "policy-insecure", false, "allow an http:// --policy with --policy-bearer-token-file or without --policy-verification-key (refused by default: anyone on the path could read the token or replace the unsigned bundle)")
-	fs.Int64Var(&opts.Bundles.MaxBytes, "policy-max-bytes", policy.DefaultBundleSizeLimit, "largest file a policy bundle may hold, and largest bundle download, in bytes; bigger ones are refused before they are read into memory")
+	fs.Int64Var(&opts.Bundles.MaxBytes, "policy-max-bytes", bundles.DefaultBundleSizeLimit, "largest file a policy bundle may hold, and largest bundle download, in bytes; bigger ones are refused before they are read into memory")
 	fs.StringVar(&opts.Bundles.VerificationKey, "policy-verification-key", "", "require signed bundles: PEM file of the public key (RSA, ECDSA), or the secret for HS256/384/512; unsigned or tampered bundles are refused")
 	fs.StringVar(&opts.Bundles.VerificationKeyID, "policy-verification-key-id", "default", "key id of --policy-verification-key (the keyid the bundle was signed with)")
 	fs.StringVar(&opts.Bundles.SigningAlg, "policy-signing-alg", "RS256", "signature algorithm of --policy-verification-key")

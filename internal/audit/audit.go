@@ -43,11 +43,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/regosched/regosched/internal/claims"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
 )
@@ -136,8 +135,7 @@ type Violation struct {
 	// Namespace is that of Pods[0].
 	Namespace string `json:"namespace"`
 	Node      string `json:"node"`
-	// Pods are the two pods (namespace/name), sorted; one when the rule
-	// named no peer.
+	// Pods are the two pods (namespace/name), sorted.
 	Pods []string `json:"pods"`
 	// Reason is the rule's reason, as filter would give it for Pods[0]
 	// (else for Pods[1]).
@@ -183,7 +181,7 @@ func New(cfg Config) (*Auditor, error) {
 type description struct {
 	policy *policy.Policy
 	keys   []string
-	facts  any
+	claims *claims.Claims
 }
 
 // pairKey names a violation across passes: a rule and its pods, sorted
@@ -295,21 +293,21 @@ func (a *Auditor) judge(ctx context.Context, pol *policy.Policy, pod *placement.
 	ctx, cancel := context.WithTimeout(ctx, policy.DescribeTimeout)
 	defer cancel()
 	self := *pod // ours to change: cached pods are shared and immutable
-	self.Node, self.Facts = "", nil
+	self.Node, self.Claims = "", nil
 	d, ok := a.described[pod]
 	if !ok || d.policy != pol {
-		keys, facts, err := pol.DescribePending(ctx, &self)
+		keys, described, err := pol.DescribePending(ctx, &self)
 		if err != nil {
 			return fmt.Errorf("describing %s: %w", pod.Key(), err)
 		}
-		d = description{policy: pol, keys: keys, facts: facts}
+		d = description{policy: pol, keys: keys, claims: described}
 	}
 	described[pod] = d
 	keys := d.keys
 	if len(keys) == 0 {
 		return nil
 	}
-	self.Facts = d.facts
+	self.Claims = d.claims
 	peers := a.cache.Peers(keys, pod.UID)
 	conflicts, err := pol.Conflicts(ctx, policy.NewInput(&self, peers, a.cache.NodeLabels))
 	if err != nil {
@@ -319,12 +317,11 @@ func (a *Auditor) judge(ctx context.Context, pol *policy.Policy, pod *placement.
 		if c.Node != pod.Node {
 			continue // the pod is not there: nothing is broken
 		}
-		var peer *placement.Pod
-		if c.Peer != "" {
-			if i := slices.IndexFunc(peers, func(p *placement.Pod) bool { return p.UID == c.Peer }); i >= 0 {
-				peer = peers[i]
-			}
+		i := slices.IndexFunc(peers, func(p *placement.Pod) bool { return p.UID == c.Peer })
+		if i < 0 {
+			continue // the join names only peers of its input
 		}
+		peer := peers[i]
 		k, side := keyOf(c.Rule, pod, peer)
 		f := byKey[k]
 		if f == nil {
@@ -344,9 +341,6 @@ func (a *Auditor) judge(ctx context.Context, pol *policy.Policy, pod *placement.
 // keyOf returns the key of the pair (pod, peer) under rule, and which of
 // the key's pods pod is (0 or 1).
 func keyOf(rule string, pod, peer *placement.Pod) (pairKey, int) {
-	if peer == nil {
-		return pairKey{rule: rule, a: pod.Key()}, 0
-	}
 	a, b := pod.Key(), peer.Key()
 	if b < a {
 		return pairKey{rule: rule, a: b, b: a}, 1
@@ -355,10 +349,7 @@ func keyOf(rule string, pod, peer *placement.Pod) (pairKey, int) {
 }
 
 func (f *found) violation(k pairKey) Violation {
-	v := Violation{Rule: k.rule, Namespace: f.pods[0].Namespace, Node: f.node, Pods: []string{k.a}, Reason: f.reasons[0]}
-	if k.b != "" {
-		v.Pods = append(v.Pods, k.b)
-	}
+	v := Violation{Rule: k.rule, Namespace: f.pods[0].Namespace, Node: f.node, Pods: []string{k.a, k.b}, Reason: f.reasons[0]}
 	if v.Reason == "" {
 		v.Reason = f.reasons[1]
 	}
@@ -368,71 +359,4 @@ func (f *found) violation(k pairKey) Violation {
 func compareViolations(x, y Violation) int {
 	return cmp.Or(strings.Compare(x.Rule, y.Rule), strings.Compare(x.Namespace, y.Namespace),
 		strings.Compare(x.Node, y.Node), slices.Compare(x.Pods, y.Pods), strings.Compare(x.Reason, y.Reason))
-}
-
-// publish refills the gauge, announces the violations the previous pass
-// did not have, and remembers this pass's for the next. A violation of a
-// skipped pod stays remembered: it is unknown, not gone.
-func (a *Auditor) publish(all []collected, skipped []string) {
-	counts := map[[2]string]int{}
-	next := make(map[pairKey]bool, len(all))
-	for _, c := range all {
-		counts[[2]string{c.violation.Rule, c.violation.Namespace}]++
-		next[c.key] = true
-		if a.seen[c.key] {
-			continue
-		}
-		a.log.WithFields(logrus.Fields{
-			"rule": c.violation.Rule, "node": c.violation.Node, "pods": c.violation.Pods, "reason": c.violation.Reason,
-		}).Warn("placement violates a hard rule")
-		a.announce(c)
-	}
-	for k := range a.seen {
-		if isSkipped(skipped, k.a) || (k.b != "" && isSkipped(skipped, k.b)) {
-			next[k] = true
-		}
-	}
-	a.seen = next
-	// Reset then set at once: a scrape in between is unlikely and would
-	// only miss a pass.
-	a.violations.Reset()
-	for rn, n := range counts {
-		a.violations.WithLabelValues(rn[0], rn[1]).Set(float64(n))
-	}
-}
-
-// isSkipped reports whether pod is among skipped, which is sorted.
-func isSkipped(skipped []string, pod string) bool {
-	_, ok := slices.BinarySearch(skipped, pod)
-	return ok
-}
-
-// announce records a Warning Event on each pod of a new violation, naming
-// the rule, the node and the other pod.
-func (a *Auditor) announce(c collected) {
-	if a.recorder == nil {
-		return
-	}
-	f := c.found
-	for side, pod := range f.pods {
-		if pod == nil {
-			continue
-		}
-		other := f.pods[1-side]
-		note := fmt.Sprintf("hard placement rule %s is broken on node %s by this pod", c.violation.Rule, f.node)
-		var related runtime.Object // an untyped nil when there is no other pod
-		if other != nil {
-			note += " and " + other.Key()
-			related = ref(other)
-		}
-		if reason := f.reasons[side]; reason != "" {
-			note += ": " + reason
-		}
-		a.recorder.Eventf(ref(pod), related, corev1.EventTypeWarning, EventReason, EventAction(c.violation.Rule), "%s", note)
-	}
-}
-
-// ref is the object reference of a cached pod, which keeps no full object.
-func ref(p *placement.Pod) *corev1.ObjectReference {
-	return &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name, UID: p.UID}
 }

@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
 )
@@ -56,13 +58,16 @@ func nodes(names ...string) []runtime.Object {
 	return objs
 }
 
+// defaultPolicy is the policy regosched ships.
 func defaultPolicy(t testing.TB) *policy.Policy {
 	t.Helper()
-	b, err := policy.LoadFS(regosched.DefaultPolicy(), "default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := policy.Compile(context.Background(), b)
+	return loadFS(t, regosched.DefaultPolicy(), "default")
+}
+
+// loadFS reads and compiles the bundle in fsys, as regosched loads it.
+func loadFS(t testing.TB, fsys fs.FS, name string) *policy.Policy {
+	t.Helper()
+	pol, err := bundles.Options{}.LoadFS(context.Background(), fsys, name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -153,7 +153,7 @@ func (d *Decider) commit(ctx context.Context, pol *policy.Policy, pod *placement
 	placed.Node = args.Node
 	if len(keys) > 0 {
 		var err error
-		if _, placed.Facts, err = pol.DescribePeer(ctx, &placed); err != nil {
+		if _, placed.Claims, err = pol.DescribePeer(ctx, &placed); err != nil {
 			d.binds.WithLabelValues("error").Inc()
 			return nil, err
 		}
@@ -197,7 +197,7 @@ func (d *Decider) commit(ctx context.Context, pol *policy.Policy, pod *placement
 // is checked against the API: the pod exists with this UID, is unbound, and
 // is the profile's, and it is described under the active policy.
 func (d *Decider) bindSubject(ctx context.Context, pol *policy.Policy, args *extenderv1.ExtenderBindingArgs) (*placement.Pod, []string, error) {
-	if pod, keys, by, ok := d.placements.Reserved(args.PodUID); ok && by == any(pol) &&
+	if pod, keys, by, ok := d.placements.Reserved(args.PodUID); ok && by == pol.Origin() &&
 		pod.Namespace == args.PodNamespace && pod.Name == args.PodName {
 		return pod, keys, nil
 	}
@@ -221,10 +221,10 @@ func (d *Decider) bindSubject(ctx context.Context, pol *policy.Policy, args *ext
 	}
 	pod := placement.PodFromObject(obj)
 	pod.Node = ""
-	keys, facts, err := pol.Describe(ctx, pod)
+	keys, described, err := pol.Describe(ctx, pod)
 	if err != nil {
 		return nil, nil, err
 	}
-	pod.Facts = facts
+	pod.Claims = described
 	return pod, keys, nil
 }

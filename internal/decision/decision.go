@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/regosched/regosched/internal/claims"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
 )
@@ -38,10 +39,10 @@ type Placements interface {
 	PodByUID(uid types.UID) (*placement.Pod, bool)
 	// Reserve marks a pod that passed filter under policy by as in flight
 	// for ttl.
-	Reserve(pod *placement.Pod, keys []string, ttl time.Duration, by any)
+	Reserve(pod *placement.Pod, keys []string, ttl time.Duration, by *claims.Origin)
 	// Reserved returns an in-flight pod, its keys and the policy that
 	// decided it.
-	Reserved(uid types.UID) (pod *placement.Pod, keys []string, by any, ok bool)
+	Reserved(uid types.UID) (pod *placement.Pod, keys []string, by *claims.Origin, ok bool)
 	// Assume records a pod as bound before the informer reports it, unless
 	// current (asked under the lock a re-index swaps under) says no.
 	Assume(pod *placement.Pod, keys []string, current func() bool) bool
@@ -96,7 +97,7 @@ type PendingViews interface {
 	Is(pod *placement.Pod) bool
 	// Described returns pod's groups and facts when they were described
 	// under by from what pod holds now.
-	Described(pod *placement.Pod, by any) (keys []string, facts any, ok bool)
+	Described(pod *placement.Pod, by *claims.Origin) (keys []string, c *claims.Claims, ok bool)
 }
 
 // Policies gives the policy to decide with; nil while none is active.
@@ -214,12 +215,12 @@ func (d *Decider) lookup(ctx context.Context, pod *v1.Pod, wait bool) (*subject,
 	// The pending pod is not bound; its node (if the request carries a stale
 	// one) must not make it look placed.
 	s.pod.Node = ""
-	// s.pod is ours (built from the request above): setting Facts is safe.
-	keys, facts, err := d.describePending(ctx, pol, s.pod)
+	// s.pod is ours (built from the request above): setting Claims is safe.
+	keys, described, err := d.describePending(ctx, pol, s.pod)
 	if err != nil {
 		return nil, err
 	}
-	s.keys, s.pod.Facts = keys, facts
+	s.keys, s.pod.Claims = keys, described
 	if len(keys) == 0 {
 		return s, nil
 	}
@@ -230,14 +231,14 @@ func (d *Decider) lookup(ctx context.Context, pod *v1.Pod, wait bool) (*subject,
 	return s, nil
 }
 
-// describePending gives the pending pod's groups and facts under pol: as
+// describePending gives the pending pod's groups and claims under pol: as
 // described when the pod was created, if nothing they depend on has changed
 // since, else evaluated now.
-func (d *Decider) describePending(ctx context.Context, pol *policy.Policy, pod *placement.Pod) ([]string, any, error) {
+func (d *Decider) describePending(ctx context.Context, pol *policy.Policy, pod *placement.Pod) ([]string, *claims.Claims, error) {
 	if d.opts.Pending != nil {
-		if keys, facts, ok := d.opts.Pending.Described(pod, pol); ok {
+		if keys, described, ok := d.opts.Pending.Described(pod, pol.Origin()); ok {
 			d.describedAhead.Inc()
-			return keys, facts, nil
+			return keys, described, nil
 		}
 	}
 	d.describedNow.Inc()

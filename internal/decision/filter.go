@@ -20,9 +20,8 @@ import (
 // hard rule. A removed node goes to FailedNodes when every conflicting peer
 // on it has a lower priority than the pod (preemption may help), otherwise to
 // FailedAndUnresolvableNodes. The result echoes the form of the request:
-// NodeNames for NodeNames, Nodes for Nodes, whose list it reuses: the kept
-// candidates are moved to its front, so a caller must not read args'
-// candidates afterwards (a request decodes its own).
+// NodeNames for NodeNames, Nodes for Nodes, in a list of its own: args is
+// left as it came.
 func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error) {
 	s, err := d.lookup(ctx, args.Pod, true)
 	if err != nil {
@@ -46,7 +45,7 @@ func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*e
 		// filter calls back (when in-flight tracking is on): they must not
 		// decide without knowing its node. The record also spares the bind
 		// verb an API read of the pod.
-		d.placements.Reserve(s.pod, s.keys, d.opts.InFlightTTL, s.policy)
+		d.placements.Reserve(s.pod, s.keys, d.opts.InFlightTTL, s.policy.Origin())
 	}
 	return result, nil
 }
@@ -160,7 +159,7 @@ func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.Exten
 	}
 	// One pass over the candidates, in the scheduler's order: a look-up in
 	// byNode (a handful of nodes, most candidates turned away by its
-	// fingerprint) per name; the kept ones are moved later, in runs between
+	// fingerprint) per name; the kept ones are copied later, in runs between
 	// failed ones rather than one by one.
 	var kept []int // start and end of each run of kept candidates
 	start := 0
@@ -212,32 +211,28 @@ func compactRuns(kept []int) []int {
 }
 
 // keep sets the kept candidates of result, in the form of the request
-// (NodeNames for NodeNames, Nodes for Nodes): the runs kept are moved to the
-// front of the request's own list, in place, as nothing reads the request's
-// candidates after the decision (copy handles the overlap, which is always
-// towards the front). A request's list is decoded for this call alone; in
-// place, a filter answer allocates nothing per candidate.
+// (NodeNames for NodeNames, Nodes for Nodes), copied from its runs kept.
 func keep(args *extenderv1.ExtenderArgs, result *extenderv1.ExtenderFilterResult, kept []int) {
 	switch {
 	case args.NodeNames != nil:
-		names := moveToFront(*args.NodeNames, kept)
+		names := collect(*args.NodeNames, kept)
 		result.NodeNames = &names
 	case args.Nodes != nil:
-		result.Nodes = &v1.NodeList{ListMeta: args.Nodes.ListMeta, Items: moveToFront(args.Nodes.Items, kept)}
+		result.Nodes = &v1.NodeList{ListMeta: args.Nodes.ListMeta, Items: collect(args.Nodes.Items, kept)}
 	}
 }
 
-// moveToFront moves the runs kept of s to its front, in order, and returns
-// that front part.
-func moveToFront[T any](s []T, kept []int) []T {
+// collect returns the runs kept of s, in order, in a new slice.
+func collect[T any](s []T, kept []int) []T {
 	n := 0
 	for r := 0; r < len(kept); r += 2 {
-		if kept[r] != n { // a run already in place is not copied onto itself
-			copy(s[n:], s[kept[r]:kept[r+1]])
-		}
 		n += kept[r+1] - kept[r]
 	}
-	return s[:n]
+	out := make([]T, 0, n)
+	for r := 0; r < len(kept); r += 2 {
+		out = append(out, s[kept[r]:kept[r+1]]...)
+	}
+	return out
 }
 
 // logDenial is the decision log of one hard denial: which rule kept the

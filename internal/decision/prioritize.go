@@ -3,7 +3,6 @@ package decision
 import (
 	"context"
 	"math"
-	"slices"
 	"sync"
 
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
@@ -15,18 +14,15 @@ import (
 // highest total penalty scores 0, a node with none scores the maximum.
 // Nodes that score 0 are left out of the answer (kube-scheduler scores a
 // missing node 0), and a pod with no peers gets an empty list: no preference.
-// The scores are appended to dst[:0] (nil: a new list, or nil when none
-// scores), so that a caller can recycle the list, one entry per candidate,
-// between calls. The HTTP handler writes a nil answer as [].
-func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs, dst extenderv1.HostPriorityList) (extenderv1.HostPriorityList, error) {
-	dst = dst[:0]
+// The list is nil when no node scores; the HTTP handler writes it as [].
+func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
 	penalties, err := d.penalties(ctx, args)
 	if err != nil {
 		return nil, err
 	}
 	table, ok := newPenaltyTable(penalties)
 	if !ok {
-		return dst, nil
+		return nil, nil
 	}
 	names := candidateNames(args)
 	totals := d.totals.get(len(names))
@@ -40,16 +36,16 @@ func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs,
 		}
 	}
 	if highest == 0 {
-		return dst, nil
+		return nil, nil
 	}
-	dst = slices.Grow(dst, len(names))
+	out := make(extenderv1.HostPriorityList, 0, len(names))
 	for i, name := range names {
 		score := int64(math.Round(float64(extenderv1.MaxExtenderPriority) * (highest - totals[i]) / highest))
 		if score > 0 {
-			dst = append(dst, extenderv1.HostPriority{Host: name, Score: score})
+			out = append(out, extenderv1.HostPriority{Host: name, Score: score})
 		}
 	}
-	return dst, nil
+	return out, nil
 }
 
 // penalties are those filter computed for this pod just before, or else
@@ -68,7 +64,8 @@ func (d *Decider) penalties(ctx context.Context, args *extenderv1.ExtenderArgs) 
 	if err != nil || len(s.peers) == 0 {
 		return nil, err
 	}
-	return s.policy.Penalties(ctx, d.input(s))
+	_, penalties, err := s.policy.Judge(ctx, d.input(s))
+	return penalties, err
 }
 
 // nodeLabels reads candidate i's labels from the request when it carries

@@ -51,7 +51,7 @@ func variantPolicy(t *testing.T, edit func(string) string) *policy.Policy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return compileFS(t, mfs)
+	return loadFS(t, mfs, "variant")
 }
 
 // TestBindAfterAReloadJudgesUnderTheNewPolicy: a pod passes filter under a

@@ -73,7 +73,7 @@ func TestPrioritizeUsesFilterPenalties(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("cache never saw es-data-1: %v", err)
 	}
-	got, err := d.Prioritize(ctx, args(), nil)
+	got, err := d.Prioritize(ctx, args())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestPrioritizeUsesFilterPenalties(t *testing.T) {
 		t.Errorf("Prioritize() after filter mismatch (-want +got):\n%s", diff)
 	}
 	// Without a preceding filter, prioritize evaluates the current peers.
-	got, err = d.Prioritize(ctx, args(), nil)
+	got, err = d.Prioritize(ctx, args())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,19 +13,15 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io/fs"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/decision"
@@ -185,7 +181,7 @@ func Explain(ctx context.Context, pod *corev1.Pod, opts Options) (*Report, error
 	if len(kept) > 0 {
 		// Only the nodes filter kept, as the scheduler does: the scores are
 		// relative to the worst candidate, so a rejected node must not count.
-		prios, err := decider.Prioritize(ctx, &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &kept}, nil)
+		prios, err := decider.Prioritize(ctx, &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &kept})
 		if err != nil {
 			return nil, fmt.Errorf("prioritize: %w", err)
 		}
@@ -242,52 +238,3 @@ func adoptBoundSelf(cache *placement.Cache, keys []string, pod *corev1.Pod) stri
 type fixedPolicy struct{ p *policy.Policy }
 
 func (f fixedPolicy) Load() *policy.Policy { return f.p }
-
-// LoadPolicy loads and compiles the bundle at path (a directory or
-// .tar.gz), or the embedded default when path is empty, with the data
-// overlay dataFile merged in when set, as `regosched serve` does. It
-// returns the policy and the source to report.
-func LoadPolicy(ctx context.Context, path, dataFile string, embedded fs.FS) (*policy.Policy, string, error) {
-	opts := policy.Options{DataFile: dataFile}
-	var (
-		b      *bundle.Bundle
-		err    error
-		source = path
-	)
-	if path == "" {
-		source = "embedded"
-		b, err = opts.LoadFS(embedded, "embedded default policy")
-	} else {
-		b, err = opts.Load(path)
-	}
-	if err != nil {
-		return nil, source, err
-	}
-	pol, err := opts.Compile(ctx, b)
-	if err != nil {
-		return nil, source, fmt.Errorf("policy %s: %w", source, err)
-	}
-	return pol, source, nil
-}
-
-// Client returns a clientset for the cluster of kubeconfig: an explicit
-// path, else $KUBECONFIG, else ~/.kube/config (kubectl's rules), else the
-// in-cluster configuration.
-func Client(kubeconfig string) (kubernetes.Interface, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil && kubeconfig == "" && clientcmd.IsEmptyConfig(err) {
-		if in, inErr := rest.InClusterConfig(); inErr == nil {
-			cfg, err = in, nil
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig: %w", err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
-	}
-	return client, nil
-}

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,6 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/output"
 	"github.com/regosched/regosched/internal/policy"
 )
@@ -63,12 +62,12 @@ func redis(ns, name, role, shard, node string, prio int32) *corev1.Pod {
 
 func defaultPolicy(t *testing.T) *policy.Policy {
 	t.Helper()
-	pol, source, err := LoadPolicy(context.Background(), "", "", regosched.DefaultPolicy())
+	pol, source, err := bundles.Options{}.LoadLocal(context.Background(), "", regosched.DefaultPolicy())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if source != "embedded" {
-		t.Errorf("source = %q, want embedded", source)
+	if source != bundles.EmbeddedName {
+		t.Errorf("source = %q, want %q", source, bundles.EmbeddedName)
 	}
 	return pol
 }
@@ -77,7 +76,7 @@ func explain(t *testing.T, pol *policy.Policy, pod *corev1.Pod, objs ...runtime.
 	t.Helper()
 	log, _ := logtest.NewNullLogger()
 	r, err := Explain(context.Background(), pod, Options{
-		Client: fake.NewClientset(append(nodes(), objs...)...), Policy: pol, PolicySource: "embedded", Log: log,
+		Client: fake.NewClientset(append(nodes(), objs...)...), Policy: pol, PolicySource: bundles.EmbeddedName, Log: log,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +192,7 @@ func TestExplain(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			before := tt.pod.DeepCopy()
 			got := explain(t, pol, tt.pod, tt.objs...)
-			tt.want.Policy = PolicyInfo{Source: "embedded", Revision: pol.Revision()}
+			tt.want.Policy = PolicyInfo{Source: bundles.EmbeddedName, Revision: pol.Revision()}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Explain() mismatch (-want +got):\n%s", diff)
 			}
@@ -212,7 +211,7 @@ func TestRenderTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `Pod:       shop/cache-2-master
-Policy:    embedded, revision ` + pol.Revision() + `
+Policy:    ` + bundles.EmbeddedName + `, revision ` + pol.Revision() + `
 Peer keys: redis/shop/cache
 Peers:     shop/cache-0-master on node-1
            shop/cache-0-replica on node-2
@@ -297,21 +296,6 @@ func TestExplainAPIErrors(t *testing.T) {
 				t.Errorf("Explain() error = %v, want %q", err, tt.want)
 			}
 		})
-	}
-}
-
-func TestLoadPolicy(t *testing.T) {
-	ctx := context.Background()
-	if _, _, err := LoadPolicy(ctx, filepath.Join(t.TempDir(), "missing"), "", regosched.DefaultPolicy()); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("LoadPolicy(missing) error = %v, want not-exist", err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "broken.rego"), []byte("package regosched\npeer_keys contains k if {"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, source, err := LoadPolicy(ctx, dir, "", regosched.DefaultPolicy())
-	if err == nil || source != dir {
-		t.Errorf("LoadPolicy(broken) = %q, %v, want an error for %s", source, err, dir)
 	}
 }
 

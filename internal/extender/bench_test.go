@@ -27,6 +27,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/decision"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
@@ -75,10 +76,10 @@ func decoded(p *corev1.Pod, rv int) *corev1.Pod {
 //
 // The pods reach the informer through a list reactor that builds them for
 // the one list call, as an API server decodes fresh objects: a fake
-// clientset's tracker would otherwise keep 100,000 full pods (about 290 MB)
-// on the benchmark's heap, which regosched's process does not hold (its
-// informer keeps stripped pods only) and which the garbage collector would
-// scan on every cycle.
+// clientset's tracker would otherwise keep 100,000 full pods on the
+// benchmark's heap, which regosched's process does not hold (its informer
+// keeps stripped pods only) and which the garbage collector would scan on
+// every cycle.
 //
 // With seen, the pending master is also in the API, a pod of the regosched
 // profile, as kube-scheduler's queued pods are: regosched describes it
@@ -110,16 +111,12 @@ func benchHandler(b testing.TB, nodes, pods int, seen bool, dopts decision.Optio
 		}
 		return true, list, nil
 	})
-	pb, err := policy.LoadFS(regosched.DefaultPolicy(), "default")
-	if err != nil {
-		b.Fatal(err)
-	}
-	pol, err := policy.Compile(context.Background(), pb)
+	pol, err := bundles.Options{}.LoadFS(context.Background(), regosched.DefaultPolicy(), "default")
 	if err != nil {
 		b.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	active, err := policy.NewActive(reg)
+	active, err := bundles.NewActive(reg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -140,7 +137,7 @@ func benchHandler(b testing.TB, nodes, pods int, seen bool, dopts decision.Optio
 	if !cache.WaitForSync(ctx) {
 		b.Fatal("cache did not sync")
 	}
-	views, err := placement.NewPending(client, "regosched", policy.PendingDescriber(active.Load), log)
+	views, err := placement.NewPending(client, "regosched", policy.PendingDescriber(active.Load, nil), log)
 	if err != nil {
 		b.Fatal(err)
 	}

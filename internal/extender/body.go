@@ -55,13 +55,12 @@ func decode[A any](b *bodyBuffers, body io.Reader, size, limit int64, decode fun
 	return decode(buf.Bytes())
 }
 
-// recycled keeps slices of E between requests: the HostPriorityList
-// prioritize answers (one entry per candidate, 120 KB at 5,000 nodes) and
-// the slice the candidates' NodeNames decode into (one string header per
-// candidate, 80 KB at 5,000 nodes). Decoding into a slice with room writes
-// the names in place (goccy/go-json, like encoding/json, appends to the
-// slice it is given); without room it decodes into a scratch buffer and
-// copies from there into a new slice.
+// recycled keeps slices of E between requests: the slice the candidates'
+// NodeNames decode into, one string header per candidate node of every
+// filter and prioritize request. Decoding into a slice with room writes the
+// names in place (goccy/go-json, like encoding/json, appends to the slice
+// it is given); without room it decodes into a scratch buffer and copies
+// from there into a new slice.
 type recycled[E any] struct {
 	pool sync.Pool // of *[]E
 }

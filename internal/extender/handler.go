@@ -38,9 +38,7 @@ const DefaultMaxConcurrent = 16
 // Decider answers the extender verbs.
 type Decider interface {
 	Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error)
-	// Prioritize appends the scores to dst and returns the list; its memory
-	// is the caller's again once the answer is written.
-	Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs, dst extenderv1.HostPriorityList) (extenderv1.HostPriorityList, error)
+	Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error)
 	Preempt(ctx context.Context, args *extenderv1.ExtenderPreemptionArgs) (*extenderv1.ExtenderPreemptionResult, error)
 	Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) error
 }
@@ -80,14 +78,12 @@ type Config struct {
 }
 
 type handler struct {
-	cfg    Config
-	slots  chan struct{} // one per verb request being served
-	bodies bodyBuffers
-	// priorities recycles the lists prioritize answers.
-	priorities recycled[extenderv1.HostPriority]
-	args       argsDecoder
-	requests   *prometheus.CounterVec
-	duration   *prometheus.HistogramVec
+	cfg      Config
+	slots    chan struct{} // one per verb request being served
+	bodies   bodyBuffers
+	args     argsDecoder
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
 }
 
 // New returns the HTTP handler of the whole API.
@@ -145,8 +141,6 @@ type outcome struct {
 	body   any
 	label  string
 	err    error
-	// written, when set, runs once body is written (to recycle its memory).
-	written func()
 }
 
 // verb wraps an extender verb: body limit, decoding, metrics and logging.
@@ -187,9 +181,6 @@ func verb[A any](h *handler, name string, decodeBody func([]byte) (*A, error), a
 			out.body = errorBody{Error: out.err.Error()}
 		}
 		writeJSON(w, out.status, out.body)
-		if out.written != nil {
-			out.written()
-		}
 		if args != nil && release != nil {
 			defer release(args) // after the log below, which reads the pod
 		}
@@ -221,16 +212,14 @@ func (h *handler) filter(ctx context.Context, args *extenderv1.ExtenderArgs) out
 }
 
 func (h *handler) prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) outcome {
-	buf := h.priorities.get()
-	res, err := h.cfg.Decider.Prioritize(ctx, args, buf)
+	res, err := h.cfg.Decider.Prioritize(ctx, args)
 	if err != nil {
-		h.priorities.put(buf)
 		return outcome{status: http.StatusInternalServerError, label: "error", err: err}
 	}
 	if res == nil {
 		res = extenderv1.HostPriorityList{} // [], not null: no candidate scored
 	}
-	return outcome{status: http.StatusOK, label: "ok", body: res, written: func() { h.priorities.put(res) }}
+	return outcome{status: http.StatusOK, label: "ok", body: res}
 }
 
 func (h *handler) preempt(ctx context.Context, args *extenderv1.ExtenderPreemptionArgs) outcome {
@@ -268,11 +257,10 @@ func podName(args any) string {
 //
 // It uses goccy/go-json, a drop-in replacement for encoding/json (same
 // struct tags, case-insensitive keys, json.Unmarshaler methods, errors),
-// because decoding the scheduler's request is most of an extender's work:
-// for a realistic pod and 420 node names it decodes about 4× faster than
-// encoding/json, and 5× at 5,000 (BenchmarkDecodeArgs). Decoded strings
-// share a few blocks per request instead of one allocation each; the
-// decisions keep them no longer than a pod stays in flight.
+// because decoding the scheduler's request is most of an extender's work
+// and it decodes several times faster (docs/performance.md). Decoded
+// strings share a few blocks per request instead of one allocation each;
+// the decisions keep them no longer than a pod stays in flight.
 func decodeJSON(data []byte, v any, what string) error {
 	if err := gojson.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("decoding %s: %w", what, err)
@@ -299,7 +287,7 @@ func (a *argsDecoder) decode(body []byte) (*extenderv1.ExtenderArgs, error) {
 }
 
 // release recycles the NodeNames of args, decoded by decode, once nothing
-// reads them: after the answer, which may share them, is written.
+// reads them: after the answer is written and logged.
 func (a *argsDecoder) release(args *extenderv1.ExtenderArgs) {
 	if args.NodeNames != nil && len(*args.NodeNames) > 0 {
 		a.names.put(*args.NodeNames)

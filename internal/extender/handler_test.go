@@ -45,9 +45,9 @@ func (s *stubDecider) Filter(_ context.Context, args *extenderv1.ExtenderArgs) (
 	return s.filter, s.err
 }
 
-func (s *stubDecider) Prioritize(_ context.Context, args *extenderv1.ExtenderArgs, dst extenderv1.HostPriorityList) (extenderv1.HostPriorityList, error) {
+func (s *stubDecider) Prioritize(_ context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
 	s.got = keepArgs(args)
-	return append(dst, s.priorities...), s.err
+	return s.priorities, s.err
 }
 
 func (s *stubDecider) Preempt(_ context.Context, args *extenderv1.ExtenderPreemptionArgs) (*extenderv1.ExtenderPreemptionResult, error) {
@@ -238,7 +238,7 @@ func TestPreemptAndBind(t *testing.T) {
 }
 
 func TestDecisionErrors(t *testing.T) {
-	stub := &stubDecider{err: errors.New("evaluating data.regosched.filter.conflicts: boom")}
+	stub := &stubDecider{err: errors.New("evaluating data.regosched.claims: boom")}
 	srv, _ := newServer(t, stub, nil)
 
 	// Filter errors travel in the result's Error field, which the scheduler
@@ -304,7 +304,7 @@ func (panicky) Filter(context.Context, *extenderv1.ExtenderArgs) (*extenderv1.Ex
 	panic("bug")
 }
 
-func (panicky) Prioritize(context.Context, *extenderv1.ExtenderArgs, extenderv1.HostPriorityList) (extenderv1.HostPriorityList, error) {
+func (panicky) Prioritize(context.Context, *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
 	panic("bug")
 }
 
@@ -314,24 +314,25 @@ func (panicky) Preempt(context.Context, *extenderv1.ExtenderPreemptionArgs) (*ex
 
 func (panicky) Bind(context.Context, *extenderv1.ExtenderBindingArgs) error { panic("bug") }
 
-// TestPrioritizeListsAreRecycledEmpty: an answer written from a recycled
-// list holds nothing of the previous one.
-func TestPrioritizeListsAreRecycledEmpty(t *testing.T) {
-	d := &stubDecider{priorities: extenderv1.HostPriorityList{{Host: "n1", Score: 3}, {Host: "n2", Score: 10}}}
-	srv, _ := newServer(t, d, nil)
-	for _, tc := range []struct {
+// TestPrioritizeAnswer: the decider's list is written as it is, and no
+// list (no node scores) as [], so that the answer is always a JSON list.
+func TestPrioritizeAnswer(t *testing.T) {
+	tests := []struct {
+		name string
 		give extenderv1.HostPriorityList
 		want string
 	}{
-		{nil, `[]`}, // nothing recycled yet: no list to fill, still not null
-		{d.priorities, `[{"Host":"n1","Score":3},{"Host":"n2","Score":10}]`},
-		{extenderv1.HostPriorityList{{Host: "n2", Score: 7}}, `[{"Host":"n2","Score":7}]`},
-		{nil, `[]`},
-	} {
-		d.priorities = tc.give
-		status, body := do(t, "POST", srv.URL+"/scheduler/prioritize", validArgs)
-		if status != http.StatusOK || strings.TrimSpace(body) != tc.want {
-			t.Errorf("prioritize = %d %s, want 200 %s", status, body, tc.want)
-		}
+		{"no node scores", nil, `[]`},
+		{"empty list", extenderv1.HostPriorityList{}, `[]`},
+		{"scores", extenderv1.HostPriorityList{{Host: "n1", Score: 3}, {Host: "n2", Score: 10}}, `[{"Host":"n1","Score":3},{"Host":"n2","Score":10}]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, _ := newServer(t, &stubDecider{priorities: tt.give}, nil)
+			status, body := do(t, "POST", srv.URL+"/scheduler/prioritize", validArgs)
+			if status != http.StatusOK || strings.TrimSpace(body) != tt.want {
+				t.Errorf("prioritize = %d %s, want 200 %s", status, body, tt.want)
+			}
+		})
 	}
 }

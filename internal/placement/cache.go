@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -18,13 +17,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/regosched/regosched/internal/claims"
 )
 
 // KeyFunc returns the groups a pod belongs to. Two pods are peers when they
 // share a group. A pod with no group is of no interest to any policy and is
-// not indexed. facts, opaque to the cache, is kept with the pod (Pod.Facts):
+// not indexed. claims are kept with the pod (Pod.Claims):
 // what the policy worked out once per pod version instead of per request.
-type KeyFunc func(ctx context.Context, pod *Pod) (keys []string, facts any, err error)
+type KeyFunc func(ctx context.Context, pod *Pod) (keys []string, c *claims.Claims, err error)
 
 // boundPods selects the pods that occupy a node: bound and not finished. A pod
 // leaving this selection (it succeeded or failed) arrives as a delete event.
@@ -72,7 +73,7 @@ type Option func(*Cache)
 // WithOnRelabel has f called (on the informer's goroutine: it must not
 // block) once the index holds new labels of a bound pod it held before and
 // the policy describes the pod differently under them (other groups or
-// facts): a role moved by a failover, say, which may break a rule where it
+// claims): a role moved by a failover, say, which may break a rule where it
 // stands. Labels no rule reads, such as the topology labels the API server
 // copies onto a pod when it is bound, do not call f.
 func WithOnRelabel(f func()) Option {
@@ -282,12 +283,12 @@ func (c *Cache) upsertLocked(ctx context.Context, obj *podRecord) {
 	c.add(name, pod, keys, nil)
 	c.mu.Unlock()
 	if c.onRelabel != nil && old != nil && old.pod.UID == pod.UID && old.pod.Labels != pod.Labels &&
-		!sameDescription(old.keys, old.pod.Facts, keys, pod.Facts) {
+		(!slices.Equal(old.keys, keys) || !old.pod.Claims.Same(pod.Claims)) {
 		c.onRelabel()
 	}
 }
 
-// describeRecord is the pod of a record with its groups and facts under
+// describeRecord is the pod of a record with its groups and claims under
 // keys; a pod that is not bound, or that the policy cannot describe, has no
 // group.
 func (c *Cache) describeRecord(ctx context.Context, keys KeyFunc, obj *podRecord) (*Pod, []string) {
@@ -295,16 +296,16 @@ func (c *Cache) describeRecord(ctx context.Context, keys KeyFunc, obj *podRecord
 	if obj.nodeName == "" || obj.terminal {
 		return pod, nil
 	}
-	// pod is not shared yet: setting Facts keeps Pod values immutable once
+	// pod is not shared yet: setting Claims keeps Pod values immutable once
 	// published.
-	groups, facts, err := keys(ctx, pod)
+	groups, described, err := keys(ctx, pod)
 	if err != nil {
 		// The pod is kept out of the index: the policy cannot say which
 		// rules concern it. Logged loudly because it weakens decisions.
 		c.log.WithError(err).WithField("pod", pod.Key()).Error("computing peer keys; pod not indexed")
 		return pod, nil
 	}
-	pod.Facts = facts
+	pod.Claims = described
 	return pod, groups
 }
 
@@ -355,23 +356,4 @@ func (ix *index) remove(name string) {
 			delete(ix.groups, k)
 		}
 	}
-}
-
-// SameFacts is implemented by facts (the KeyFunc's) that can tell whether
-// other facts say the same of a pod; facts that do not are compared with
-// reflect.DeepEqual.
-type SameFacts interface {
-	SameAs(other any) bool
-}
-
-// sameDescription reports whether two descriptions of a pod, groups and
-// facts, are the same to the policy.
-func sameDescription(keysA []string, factsA any, keysB []string, factsB any) bool {
-	if !slices.Equal(keysA, keysB) {
-		return false
-	}
-	if f, ok := factsA.(SameFacts); ok {
-		return f.SameAs(factsB)
-	}
-	return reflect.DeepEqual(factsA, factsB)
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/regosched/regosched/internal/claims"
 )
 
 // In-flight pods close the gap between a decision and the informer.
@@ -12,15 +14,42 @@ import (
 // kube-scheduler assumes a pod on a node and binds it asynchronously, so the
 // filter call for the next pod of the same group can arrive before any
 // informer has seen the first pod bound. A pod that passed filter is
-// therefore "in flight" until its binding is seen (or recorded by our own
-// bind verb), it is deleted, or its reservation expires; a peer's filter
-// waits for it, bounded, before deciding.
+// therefore in flight, and its peers' filter calls wait for it, bounded,
+// before deciding. The life of a pod in this cache, from the filter call that
+// lets it through:
+//
+//	            Reserve (filter kept a node)
+//	                      |
+//	                      v
+//	               +-------------+  ttl passed (WaitForPeers or a Reserve
+//	               |  Reserved   |  sweep drops it)
+//	               |  in flight  |-------------------------------> Expired
+//	               +-------------+
+//	                 |    |    |  informer: deleted
+//	                 |    |    +---------------------------------> Forgotten
+//	  bind verb:     |    |  informer: seen bound
+//	  Assume         |    +------------------------+
+//	                 v                             v
+//	          +-------------+  informer:    +-------------+
+//	          |   Assumed   |-------------->|  Confirmed  |
+//	          +-------------+  seen bound   |  (indexed)  |
+//	                 |                      +-------------+
+//	  Unassume (bind failed), or
+//	  ExpireAssumed (outcome unknown, ttl passed)
+//	                 |
+//	                 v
+//	             Forgotten
+//
+// Only Reserved holds peers back. Assume, like the informer seeing the pod
+// bound or deleted, ends the flight and wakes the waiters (landedLocked).
+// An Assumed pod is indexed as bound until the informer's own report
+// replaces it; a Confirmed pod is simply an indexed pod.
 
 // inflight is a pod that passed filter and is not yet seen bound.
 type inflight struct {
 	pod     *Pod
 	keys    []string
-	by      any // the policy that decided it
+	by      *claims.Origin // the policy that decided it
 	expires time.Time
 }
 
@@ -32,7 +61,7 @@ const minSweep = 64
 // flight for ttl: peers that ask WaitForPeers in the meantime wait until it
 // lands or expires. A pod without groups holds no one back; it is recorded
 // for Reserved alone.
-func (c *Cache) Reserve(pod *Pod, keys []string, ttl time.Duration, by any) {
+func (c *Cache) Reserve(pod *Pod, keys []string, ttl time.Duration, by *claims.Origin) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
@@ -78,7 +107,7 @@ func (c *Cache) dropInflightLocked(uid types.UID) *inflight {
 
 // Reserved returns the pod that Reserve recorded under uid, its groups and
 // the policy that decided it, if still in flight.
-func (c *Cache) Reserved(uid types.UID) (pod *Pod, keys []string, by any, ok bool) {
+func (c *Cache) Reserved(uid types.UID) (pod *Pod, keys []string, by *claims.Origin, ok bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	f, ok := c.inflight[uid]

@@ -147,9 +147,9 @@ func TestAssume(t *testing.T) {
 	c, client := startCache(t, byInstance, nil)
 	a, keys := pending("cache-0", "cache")
 	b, _ := pending("cache-1", "cache")
-	c.Reserve(a, keys, time.Minute, nil)
-	if got, gotKeys, _, ok := c.Reserved(a.UID); !ok || got != a || !cmp.Equal(keys, gotKeys) {
-		t.Fatalf("Reserved() = %v, %v, %v; want the reserved pod and keys", got, gotKeys, ok)
+	c.Reserve(a, keys, time.Minute, testOrigin)
+	if got, gotKeys, by, ok := c.Reserved(a.UID); !ok || got != a || !cmp.Equal(keys, gotKeys) || by != testOrigin {
+		t.Fatalf("Reserved() = %v, %v, %v, %v; want the reserved pod, keys and policy", got, gotKeys, by, ok)
 	}
 
 	// Our bind verb bound it: it counts as placed at once, before any informer

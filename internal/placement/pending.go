@@ -13,12 +13,14 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/regosched/regosched/internal/claims"
 )
 
 // DescribeFunc describes a pending pod for its filter call: its groups and
-// facts, and by, what described it (the policy), so that a description
-// made under another can be told apart.
-type DescribeFunc func(ctx context.Context, pod *Pod) (keys []string, facts any, by any, err error)
+// claims, and by, the policy that described it, so that a description made
+// under another can be told apart.
+type DescribeFunc func(ctx context.Context, pod *Pod) (keys []string, c *claims.Claims, by *claims.Origin, err error)
 
 // Pending describes the pods waiting for one scheduler profile as soon as
 // the API server reports them, so that a filter call finds its pod's
@@ -42,9 +44,9 @@ type Pending struct {
 }
 
 type described struct {
-	pod  *Pod // with the facts, as DescribeFunc gave them
+	pod  *Pod // with the claims, as DescribeFunc gave them
 	keys []string
-	by   any
+	by   *claims.Origin
 }
 
 // pendingPods selects the pods scheduler has yet to place. A pod leaving
@@ -84,7 +86,7 @@ func (p *Pending) WaitForSync(ctx context.Context) bool {
 // Described returns what was worked out for pod, when it was described
 // under by and nothing the description read has changed since: the same
 // pod (UID), namespace, name, labels and priority.
-func (p *Pending) Described(pod *Pod, by any) (keys []string, facts any, ok bool) {
+func (p *Pending) Described(pod *Pod, by *claims.Origin) (keys []string, c *claims.Claims, ok bool) {
 	p.mu.RLock()
 	d := p.byUID[pod.UID]
 	p.mu.RUnlock()
@@ -92,7 +94,7 @@ func (p *Pending) Described(pod *Pod, by any) (keys []string, facts any, ok bool
 		d.pod.Labels != pod.Labels || d.pod.Priority != pod.Priority {
 		return nil, nil, false
 	}
-	return d.keys, d.pod.Facts, true
+	return d.keys, d.pod.Claims, true
 }
 
 // Is reports whether pod is a pending pod of the profile as last reported:
@@ -151,8 +153,8 @@ func (p *Pending) upsertLocked(ctx context.Context, r *podRecord) {
 	pod := r.pod()
 	d := &described{pod: pod}
 	var err error
-	// pod is not shared yet: setting Facts keeps it immutable once published.
-	d.keys, pod.Facts, d.by, err = (*p.describe.Load())(ctx, pod)
+	// pod is not shared yet: setting Claims keeps it immutable once published.
+	d.keys, pod.Claims, d.by, err = (*p.describe.Load())(ctx, pod)
 	if err != nil {
 		// Nothing is lost: the filter call describes the pod itself, and
 		// reports the error where the scheduler sees it.

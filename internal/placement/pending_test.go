@@ -13,16 +13,22 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/regosched/regosched/internal/claims"
 )
 
-// policyTag stands for a policy: what described a pod.
-type policyTag string
+// Policies that describe pending pods: distinct origins, of which a
+// description made under one is not taken for another's.
+var (
+	policyA = &claims.Origin{Revision: "A"}
+	policyB = &claims.Origin{Revision: "B"}
+)
 
-// describeAs groups by instance, as byInstance does, naming by as the describer.
-func describeAs(by policyTag) DescribeFunc {
-	return func(ctx context.Context, p *Pod) ([]string, any, any, error) {
-		keys, facts, err := byInstance(ctx, p)
-		return keys, facts, by, err
+// describeAs groups by instance, as byInstance does, under the policy by.
+func describeAs(by *claims.Origin) DescribeFunc {
+	return func(ctx context.Context, p *Pod) ([]string, *claims.Claims, *claims.Origin, error) {
+		keys, described, err := instanceUnder(by)(ctx, p)
+		return keys, described, by, err
 	}
 }
 
@@ -56,7 +62,7 @@ func startPending(t *testing.T, describe DescribeFunc, objs ...kruntime.Object) 
 
 func TestPendingDescribed(t *testing.T) {
 	master := pendingPod("cache-0", redis("cache", "master"))
-	p, _ := startPending(t, describeAs("A"), master)
+	p, _ := startPending(t, describeAs(policyA), master)
 	asRequested := PodFromObject(master)
 
 	relabelled := PodFromObject(master)
@@ -64,25 +70,31 @@ func TestPendingDescribed(t *testing.T) {
 	otherPriority := PodFromObject(pendingPod("cache-0", redis("cache", "master"), withPriority(1000)))
 	replaced := PodFromObject(master)
 	replaced.UID = "uid-other"
+	type described struct {
+		Keys   []string
+		Claims string
+		OK     bool
+	}
+	none := described{Claims: claimsView(nil)}
 	tests := []struct {
-		name      string
-		pod       *Pod
-		by        any
-		wantKeys  []string
-		wantFacts any
-		wantOK    bool
+		name string
+		pod  *Pod
+		by   *claims.Origin
+		want described
 	}{
-		{"the pod as created", asRequested, policyTag("A"), []string{"shop/cache"}, "role=master", true},
-		{"under another policy", asRequested, policyTag("B"), nil, nil, false},
-		{"labels changed since", relabelled, policyTag("A"), nil, nil, false},
-		{"priority changed since", otherPriority, policyTag("A"), nil, nil, false},
-		{"another pod of the same name", replaced, policyTag("A"), nil, nil, false},
+		{"the pod as created", asRequested, policyA, described{[]string{"shop/cache"}, "A: role=master", true}},
+		{"under another policy", asRequested, policyB, none},
+		// Policies are told apart by identity: two bundles may share a revision.
+		{"under another policy of the same revision", asRequested, &claims.Origin{Revision: "A"}, none},
+		{"labels changed since", relabelled, policyA, none},
+		{"priority changed since", otherPriority, policyA, none},
+		{"another pod of the same name", replaced, policyA, none},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			keys, facts, ok := p.Described(tt.pod, tt.by)
-			if diff := cmp.Diff(tt.wantKeys, keys); diff != "" || facts != tt.wantFacts || ok != tt.wantOK {
-				t.Errorf("Described() = %v, %v, %v; want %v, %v, %v (keys -want +got: %s)", keys, facts, ok, tt.wantKeys, tt.wantFacts, tt.wantOK, diff)
+			keys, c, ok := p.Described(tt.pod, tt.by)
+			if diff := cmp.Diff(tt.want, described{keys, claimsView(c), ok}); diff != "" {
+				t.Errorf("Described() mismatch (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -92,10 +104,10 @@ func TestPendingDescribed(t *testing.T) {
 // reads changes, and forgotten once bound or deleted.
 func TestPendingFollowsThePod(t *testing.T) {
 	ctx := context.Background()
-	p, client := startPending(t, describeAs("A"))
+	p, client := startPending(t, describeAs(policyA))
 	pods := client.CoreV1().Pods("shop")
 	described := func(pod *corev1.Pod) bool {
-		_, _, ok := p.Described(PodFromObject(pod), policyTag("A"))
+		_, _, ok := p.Described(PodFromObject(pod), policyA)
 		return ok
 	}
 
@@ -110,8 +122,8 @@ func TestPendingFollowsThePod(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the relabelled pod described again", func() bool { return described(pod) })
-	if _, facts, _ := p.Described(PodFromObject(pod), policyTag("A")); facts != "role=replica" {
-		t.Errorf("facts after relabelling = %v, want role=replica", facts)
+	if _, c, _ := p.Described(PodFromObject(pod), policyA); claimsView(c) != "A: role=replica" {
+		t.Errorf("claims after relabelling = %s, want A: role=replica", claimsView(c))
 	}
 
 	// The fake API server ignores field selectors: a bound pod still reaches
@@ -137,7 +149,7 @@ func TestPendingFollowsThePod(t *testing.T) {
 // the pending, unfinished pods of the one profile, so that other
 // schedulers' and bound pods never reach regosched.
 func TestPendingSelectsTheProfilesPendingPods(t *testing.T) {
-	_, client := startPending(t, describeAs("A"))
+	_, client := startPending(t, describeAs(policyA))
 	var got []string
 	for _, a := range client.Actions() {
 		if l, ok := a.(k8stesting.ListAction); ok && a.GetResource().Resource == "pods" {
@@ -155,22 +167,22 @@ func TestPendingSelectsTheProfilesPendingPods(t *testing.T) {
 // filter call.
 func TestPendingNewPolicy(t *testing.T) {
 	pods := []kruntime.Object{pendingPod("cache-0", redis("cache", "master")), pendingPod("cache-1", redis("cache", "replica"))}
-	p, _ := startPending(t, describeAs("A"), pods...)
+	p, _ := startPending(t, describeAs(policyA), pods...)
 	if p.Len() != 2 {
 		t.Fatalf("%d pods described, want 2", p.Len())
 	}
-	p.SetDescribeFunc(context.Background(), describeAs("B"))
+	p.SetDescribeFunc(context.Background(), describeAs(policyB))
 	for _, o := range pods {
 		pod := PodFromObject(o.(*corev1.Pod))
-		if _, _, ok := p.Described(pod, policyTag("B")); !ok {
+		if _, _, ok := p.Described(pod, policyB); !ok {
 			t.Errorf("%s not described under the new policy", pod.Key())
 		}
-		if _, _, ok := p.Described(pod, policyTag("A")); ok {
+		if _, _, ok := p.Described(pod, policyA); ok {
 			t.Errorf("%s still described under the old policy", pod.Key())
 		}
 	}
-	p.SetDescribeFunc(context.Background(), func(context.Context, *Pod) ([]string, any, any, error) {
-		return nil, nil, policyTag("C"), errors.New("broken")
+	p.SetDescribeFunc(context.Background(), func(context.Context, *Pod) ([]string, *claims.Claims, *claims.Origin, error) {
+		return nil, nil, &claims.Origin{Revision: "C"}, errors.New("broken")
 	})
 	if p.Len() != 0 {
 		t.Errorf("%d descriptions kept after the policy failed on every pod, want 0", p.Len())

@@ -10,6 +10,8 @@ package placement
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/regosched/regosched/internal/claims"
 )
 
 // Pod is what a placement policy knows of a pod: its identity, labels, priority
@@ -23,9 +25,10 @@ type Pod struct {
 	Priority  int32
 	// Node is the node the pod is bound to; empty for a pending pod.
 	Node string
-	// Facts is what the policy said of this pod when it was grouped (the
-	// KeyFunc's facts), handed back to the policy with the pod; opaque here.
-	Facts any
+	// Claims is what the policy said of this pod when it was grouped (the
+	// KeyFunc's claims), handed back to the policy with the pod; nil when
+	// it said nothing more than the groups.
+	Claims *claims.Claims
 }
 
 // PodFromObject returns the policy view of a Kubernetes pod.

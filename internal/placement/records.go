@@ -17,7 +17,7 @@ import (
 // stored as stripped records (stripPod), with its factory to start and
 // shut it down. Selection happens on the API server. The factory's own pod
 // informer would also index pods by namespace, which nothing here reads
-// (about 40 bytes per pod).
+// and every pod would pay for.
 func podRecordInformer(client kubernetes.Interface, fieldSelector string) (informers.SharedInformerFactory, cache.SharedIndexInformer) {
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(stripPod))
 	i := f.InformerFor(&corev1.Pod{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {

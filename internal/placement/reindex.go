@@ -91,12 +91,12 @@ func (c *Cache) assumedLocked() map[string]*Pod {
 // by origin, the pod given to Assume.
 func (c *Cache) describeAssumed(ctx context.Context, ix *index, keys KeyFunc, name string, origin *Pod) {
 	pod := *origin
-	groups, facts, err := keys(ctx, &pod)
+	groups, described, err := keys(ctx, &pod)
 	if err != nil {
 		c.log.WithError(err).WithField("pod", name).Error("computing peer keys of an assumed pod; pod not indexed")
 		return
 	}
-	pod.Facts = facts
+	pod.Claims = described
 	ix.add(name, &pod, groups, origin)
 }
 

@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/regosched/regosched/internal/claims"
 )
 
 // TestSetKeyFuncBuildsBesideTheOldIndex: while a slow re-index runs, peers
@@ -24,12 +26,13 @@ func TestSetKeyFuncBuildsBesideTheOldIndex(t *testing.T) {
 	// started.
 	started := make(chan struct{})
 	var calls atomic.Int32
-	byRole := func(_ context.Context, p *Pod) ([]string, any, error) { //nolint:unparam // a KeyFunc
+	byRole := func(_ context.Context, p *Pod) ([]string, *claims.Claims, error) { //nolint:unparam // a KeyFunc
 		if calls.Add(1) == 1 {
 			close(started)
 		}
 		time.Sleep(300 * time.Millisecond)
-		return []string{p.Namespace + "/role=" + labelOf(p, componentLabel)}, "by role", nil
+		role := labelOf(p, componentLabel)
+		return []string{p.Namespace + "/role=" + role}, roleClaims(testOrigin, role), nil
 	}
 	var activated atomic.Bool
 	done := make(chan error, 1)
@@ -84,7 +87,7 @@ func TestSetKeyFuncStopsWithItsContext(t *testing.T) {
 		newPod("shop", "cache-0", redis("cache", "master"), onNode("node-1")),
 		newPod("shop", "cache-1", redis("cache", "replica"), onNode("node-2")))
 	ctx, cancel := context.WithCancel(context.Background())
-	slow := func(ctx context.Context, p *Pod) ([]string, any, error) {
+	slow := func(ctx context.Context, p *Pod) ([]string, *claims.Claims, error) {
 		cancel()
 		return []string{"other"}, nil, nil
 	}

@@ -99,8 +99,8 @@ func TestCacheOnRelabelOnlyWhenTheDescriptionChanges(t *testing.T) {
 			after.Spec.NodeName = "node-1"
 			if tt.assumed {
 				placed := PodFromObject(after)
-				keys, facts, _ := byInstance(ctx, placed)
-				placed.Facts = facts
+				keys, described, _ := byInstance(ctx, placed)
+				placed.Claims = described
 				c.Assume(placed, keys, nil)
 			}
 			for k, v := range tt.add {

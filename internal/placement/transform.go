@@ -14,8 +14,8 @@ import (
 // read, and the identity and resource version the informer itself needs (an
 // update whose resource version is unchanged counts as a resync, which a
 // handler without a resync period never sees). A corev1.Pod, even stripped,
-// carries about 1 KB of empty PodSpec and PodStatus structs, and a full
-// ObjectMeta over 200 bytes; at 100,000 pods that is what matters.
+// carries large empty PodSpec and PodStatus structs and a full ObjectMeta,
+// which a cache of every pod in a large cluster would pay for each.
 type podRecord struct {
 	namespace, name string
 	uid             types.UID

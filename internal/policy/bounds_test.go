@@ -3,8 +3,10 @@ package policy
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/open-policy-agent/opa/v1/topdown"
 
 	"github.com/regosched/regosched"
@@ -47,11 +50,7 @@ const testTimeout = 100 * time.Millisecond
 // path cut short after timeout.
 func compileWithTimeout(t *testing.T, fsys fstest.MapFS, timeout time.Duration) (*Policy, error) {
 	t.Helper()
-	b, err := LoadFS(fsys, "test bundle")
-	if err != nil {
-		t.Fatalf("LoadFS() error = %v", err)
-	}
-	return compile(context.Background(), b, timeout)
+	return compile(context.Background(), readFS(t, fsys, false), timeout)
 }
 
 // returnsInTime runs f and returns its error, failing the test when f takes
@@ -95,7 +94,7 @@ func TestDescribersStopAtDeadline(t *testing.T) {
 			return err
 		}},
 		{"PendingDescriber", func(ctx context.Context, pod *placement.Pod) error {
-			_, _, _, err := PendingDescriber(current)(ctx, pod)
+			_, _, _, err := PendingDescriber(current, nil)(ctx, pod)
 			return err
 		}},
 	}
@@ -226,30 +225,25 @@ validate.errors contains "fetched" if {
 			for name, content := range tt.files {
 				fsys[name] = &fstest.MapFile{Data: []byte(content)}
 			}
-			opts := Options{RunTests: true}
-			b, err := opts.LoadFS(fsys, "test bundle")
-			if err != nil {
-				t.Fatalf("LoadFS() error = %v", err)
-			}
 			before := hits.Load()
-			_, err = opts.Compile(context.Background(), b)
+			err := compileAndTest(t, fsys)
 			if got := hits.Load() - before; got != 0 {
 				t.Errorf("the policy made %d requests, want none", got)
 			}
 			if tt.want == "" {
 				if err != nil {
-					t.Fatalf("Compile() error = %v, want it accepted", err)
+					t.Fatalf("Compile() or RunTests() error = %v, want it accepted", err)
 				}
 				return
 			}
 			if err == nil {
-				t.Fatalf("Compile() accepted the bundle, want it refused with %q", tt.want)
+				t.Fatalf("Compile() and RunTests() accepted the bundle, want it refused with %q", tt.want)
 			}
 			if !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("Compile() error = %v, want it to say %q", err, tt.want)
+				t.Errorf("Compile() or RunTests() error = %v, want it to say %q", err, tt.want)
 			}
 			if !errors.Is(err, errRefusedBuiltin) {
-				t.Errorf("Compile() error = %v, want it to say network builtins are not allowed", err)
+				t.Errorf("Compile() or RunTests() error = %v, want it to say network builtins are not allowed", err)
 			}
 		})
 	}
@@ -258,14 +252,22 @@ validate.errors contains "fetched" if {
 // TestShippedPolicyNeedsNoRefusedBuiltin: the default policy embedded in
 // the binary, and its tests, compile under the restricted capabilities.
 func TestShippedPolicyNeedsNoRefusedBuiltin(t *testing.T) {
-	opts := Options{RunTests: true}
-	b, err := opts.LoadFS(regosched.DefaultPolicy(), "embedded default policy")
-	if err != nil {
-		t.Fatalf("Load() error = %v", err)
+	if err := compileAndTest(t, regosched.DefaultPolicy()); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := opts.Compile(context.Background(), b); err != nil {
-		t.Fatalf("Compile() error = %v", err)
+}
+
+// compileAndTest compiles the bundle at the root of fsys without its tests
+// and runs its tests, as internal/bundles does with RunTests set.
+func compileAndTest(t *testing.T, fsys fs.FS) error {
+	t.Helper()
+	b := readFS(t, fsys, true)
+	decisions := *b
+	decisions.Modules = slices.DeleteFunc(slices.Clone(b.Modules), func(m bundle.ModuleFile) bool { return IsTest(m.Path) })
+	if _, err := Compile(context.Background(), &decisions); err != nil {
+		return err
 	}
+	return RunTests(context.Background(), b)
 }
 
 // TestCapabilitiesRefuseOnlyThose: of this OPA's builtins, the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	gocmp "github.com/google/go-cmp/cmp"
+
 	"github.com/regosched/regosched/internal/placement"
 )
 
@@ -32,11 +34,24 @@ func FuzzInput(f *testing.F) {
 			t.Fatalf("PeerKeys: %v", err)
 		}
 		in := &Input{Pod: pod, Peers: []*placement.Pod{peer}, Nodes: map[string]map[string]string{node: {"topology.kubernetes.io/zone": shard}}}
-		if _, err := p.Conflicts(ctx, in); err != nil {
+		cs, ps, err := p.Judge(ctx, in)
+		if err != nil {
+			t.Fatalf("Judge: %v", err)
+		}
+		hard, err := p.Conflicts(ctx, in)
+		if err != nil {
 			t.Fatalf("Conflicts: %v", err)
 		}
-		if _, err := p.Penalties(ctx, in); err != nil {
-			t.Fatalf("Penalties: %v", err)
+		if diff := gocmp.Diff(cs, hard); diff != "" {
+			t.Errorf("Conflicts() and Judge() differ (-judge +conflicts):\n%s", diff)
+		}
+		// Claims kept with the pods, as in a request, only save work.
+		dcs, dps, err := p.Judge(ctx, described(t, p, in))
+		if err != nil {
+			t.Fatalf("Judge of described pods: %v", err)
+		}
+		if diff := gocmp.Diff(judged{cs, ps}, judged{dcs, dps}); diff != "" {
+			t.Errorf("Judge() of described pods differs (-labels +described):\n%s", diff)
 		}
 		if _, err := p.Protected(ctx, peer); err != nil {
 			t.Fatalf("Protected: %v", err)

@@ -1,176 +1,199 @@
 package policy
 
 import (
-	"archive/tar"
-	"compress/gzip"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/hex"
-	"encoding/json"
-	"encoding/pem"
+	"context"
+	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"sync"
 	"testing"
+	"testing/fstest"
 
 	"github.com/open-policy-agent/opa/v1/bundle"
-	"github.com/open-policy-agent/opa/v1/util"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/claims"
+	"github.com/regosched/regosched/internal/placement"
 )
 
-// testKey is a throwaway RSA key pair, in the PEM forms `opa sign` and
-// --policy-verification-key take.
-type testKey struct {
-	private, public string
-	// publicFile holds public, for flags that want a path.
-	publicFile string
+// skipTests is the loader filter that leaves *_test.rego modules out, as
+// internal/bundles does before Compile (which these tests cannot import).
+func skipTests(abspath string, info fs.FileInfo, _ int) bool {
+	return !info.IsDir() && IsTest(abspath)
 }
 
-func newTestKey(t *testing.T) testKey {
-	t.Helper()
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
+// readBundle reads a bundle with OPA's loader, its tests left out unless
+// withTests.
+func readBundle(loader bundle.DirectoryLoader, withTests bool) (*bundle.Bundle, error) {
+	if !withTests {
+		loader = loader.WithFilter(skipTests)
+	}
+	b, err := bundle.NewCustomReader(loader).Read()
 	if err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("reading policy bundle: %w", err)
 	}
-	pub, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk := testKey{
-		private: string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})),
-		public:  string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub})),
-	}
-	tk.publicFile = filepath.Join(t.TempDir(), "key.pub.pem")
-	writeFile(t, tk.publicFile, tk.public)
-	return tk
+	return &b, nil
 }
 
-// copyPolicy copies the default policy bundle (tests included) to a new
-// temporary directory.
-func copyPolicy(t *testing.T) string {
-	t.Helper()
-	const src = "../../rego"
-	dst := t.TempDir()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
-	})
+// readFS reads the bundle at the root of fsys, its tests left out unless
+// withTests.
+func readFS(tb testing.TB, fsys fs.FS, withTests bool) *bundle.Bundle {
+	tb.Helper()
+	loader, err := bundle.NewFSLoader(fsys)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	return dst
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// signDir writes dir/.signatures.json the way `opa sign --bundle` does: a
-// JWT listing the SHA-256 of every file (JSON files hashed as parsed
-// values), signed with sc under keyID.
-func signDir(t *testing.T, dir string, sc *bundle.SigningConfig, keyID string) {
-	t.Helper()
-	hasher, err := bundle.NewSignatureHasher(bundle.SHA256)
+	b, err := readBundle(loader, withTests)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var files []bundle.FileInfo
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Name() == ".signatures.json" {
-			return err
-		}
-		raw, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		rel = filepath.ToSlash(rel)
-		var v any = raw
-		if bundle.IsStructuredDoc(rel) {
-			if err := util.UnmarshalJSON(raw, &v); err != nil {
-				return err
-			}
-		}
-		h, err := hasher.HashFile(v)
-		if err != nil {
-			return err
-		}
-		files = append(files, bundle.NewFile(rel, hex.EncodeToString(h), string(bundle.SHA256)))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := bundle.GenerateSignedToken(files, sc, keyID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sig, err := json.Marshal(bundle.SignaturesConfig{Signatures: []string{token}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(dir, ".signatures.json"), string(sig))
-}
-
-// tarDir packs dir into a bundle .tar.gz as `opa build` lays it out (paths
-// from the bundle root, with a leading slash) and returns its bytes.
-func tarDir(t *testing.T, dir string) []byte {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "bundle.tar.gz")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gz := gzip.NewWriter(f)
-	tw := tar.NewWriter(gz)
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		raw, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		if err := tw.WriteHeader(&tar.Header{Name: "/" + filepath.ToSlash(rel), Mode: 0o644, Size: int64(len(raw)), Typeflag: tar.TypeReg}); err != nil {
-			return err
-		}
-		_, err = tw.Write(raw)
-		return err
-	})
-	for _, c := range []interface{ Close() error }{tw, gz, f} {
-		if cerr := c.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return b
 }
 
-// manifest sets the bundle's revision.
-func manifest(t *testing.T, dir, rev string) {
-	t.Helper()
-	writeFile(t, filepath.Join(dir, ".manifest"), `{"revision": "`+rev+`", "roots": ["regosched"]}`)
+// compileDir reads the bundle directory dir without its tests and compiles
+// it, as internal/bundles loads one: a syntax error fails the reading.
+func compileDir(dir string) (*Policy, error) {
+	b, err := readBundle(bundle.NewDirectoryLoader(dir), false)
+	if err != nil {
+		return nil, err
+	}
+	return Compile(context.Background(), b)
+}
+
+// compileFS reads the bundle at the root of fsys without its tests and
+// compiles it, failing tb if it is refused.
+func compileFS(tb testing.TB, fsys fs.FS) *Policy {
+	tb.Helper()
+	p, err := Compile(context.Background(), readFS(tb, fsys, false))
+	if err != nil {
+		tb.Fatalf("Compile() error = %v", err)
+	}
+	return p
+}
+
+// defaultPolicy compiles the embedded default bundle once for all tests: a
+// Policy is immutable and safe for concurrent use.
+var defaultPolicy = sync.OnceValues(func() (*Policy, error) {
+	loader, err := bundle.NewFSLoader(regosched.DefaultPolicy())
+	if err != nil {
+		return nil, err
+	}
+	b, err := readBundle(loader, false)
+	if err != nil {
+		return nil, err
+	}
+	return Compile(context.Background(), b)
+})
+
+func mustDefaultPolicy(tb testing.TB) *Policy {
+	tb.Helper()
+	p, err := defaultPolicy()
+	if err != nil {
+		tb.Fatalf("compiling the default policy: %v", err)
+	}
+	return p
+}
+
+// minimal is a small valid policy bundle without a manifest: pods are
+// grouped by their label app, and two pods of one app keep off each
+// other's node.
+func minimal() fstest.MapFS {
+	return fstest.MapFS{
+		"regosched/keys.rego": {Data: []byte(`package regosched
+
+peer_keys contains input.pod.labels.app if input.pod.labels.app != ""
+`)},
+		"regosched/claims.rego": {Data: []byte(`package regosched.claims
+
+marks[input.pod.labels.app] := "{pod} of the same app"
+
+separate contains {"mark": input.pod.labels.app, "rule": "same-app"}
+
+spread contains {"mark": input.pod.labels.app, "rule": "spread", "topology_key": "kubernetes.io/hostname"}
+`)},
+		"regosched/config/data.json": {Data: []byte(`{"weight": 1}`)},
+	}
+}
+
+// with is minimal with the file name set to content.
+func with(name, content string) fstest.MapFS {
+	fsys := minimal()
+	fsys[name] = &fstest.MapFile{Data: []byte(content)}
+	return fsys
+}
+
+const (
+	nameLabel      = "app.kubernetes.io/name"
+	instanceLabel  = "app.kubernetes.io/instance"
+	componentLabel = "app.kubernetes.io/component"
+	shardLabel     = "regosched.io/shard"
+	eckCluster     = "elasticsearch.k8s.elastic.co/cluster-name"
+	eckData        = "elasticsearch.k8s.elastic.co/node-data"
+	zoneLabel      = "topology.kubernetes.io/zone"
+	hostnameLabel  = "kubernetes.io/hostname"
+)
+
+func redis(instance, component, shard string) map[string]string {
+	l := map[string]string{nameLabel: "redis", instanceLabel: instance, componentLabel: component}
+	if shard != "" {
+		l[shardLabel] = shard
+	}
+	return l
+}
+
+// es labels a pod of the Elasticsearch cluster "logs".
+func es(component string) map[string]string {
+	return map[string]string{nameLabel: "elasticsearch", instanceLabel: "logs", componentLabel: component}
+}
+
+func eck(cluster, data string) map[string]string {
+	return map[string]string{eckCluster: cluster, eckData: data}
+}
+
+// pod is a pod of namespace shop; node "" makes it pending.
+func pod(name, uid, node string, labels map[string]string) *placement.Pod {
+	return &placement.Pod{Namespace: "shop", Name: name, UID: types.UID(uid), Labels: placement.NewLabels(labels), Node: node}
+}
+
+func inNamespace(ns string, p *placement.Pod) *placement.Pod {
+	p.Namespace = ns
+	return p
+}
+
+// redisCluster is a pending replica of shard 0 and the six bound pods of a
+// three-shard Redis cluster.
+func redisCluster() *Input {
+	in := &Input{
+		Pod:   pod("cache-0-replica-1", "pending", "", redis("cache", "replica", "0")),
+		Nodes: map[string]map[string]string{},
+	}
+	for shard := range 3 {
+		for i, role := range []string{"master", "replica"} {
+			node := fmt.Sprintf("node-%d", shard*2+i)
+			name := fmt.Sprintf("cache-%d-%s", shard, role)
+			in.Peers = append(in.Peers, pod(name, "uid-"+name, node, redis("cache", role, fmt.Sprint(shard))))
+			in.Nodes[node] = map[string]string{zoneLabel: fmt.Sprintf("zone-%d", i), hostnameLabel: node}
+		}
+	}
+	return in
+}
+
+// described is in with each pod carrying the claims p describes it with
+// (none for a pod in no group), as the placement cache hands over peers
+// (marks only) and the decider the pending pod (what it avoids only).
+func described(tb testing.TB, p *Policy, in *Input) *Input {
+	tb.Helper()
+	describe := func(pod *placement.Pod, view func(context.Context, *placement.Pod) ([]string, *claims.Claims, error)) *placement.Pod {
+		c := *pod
+		var err error
+		if _, c.Claims, err = view(context.Background(), pod); err != nil {
+			tb.Fatalf("describing %s: %v", pod.Key(), err)
+		}
+		return &c
+	}
+	out := &Input{Pod: describe(in.Pod, p.DescribePending), Nodes: in.Nodes}
+	for _, peer := range in.Peers {
+		out.Peers = append(out.Peers, describe(peer, p.DescribePeer))
+	}
+	return out
 }

@@ -86,7 +86,7 @@ func (p *Policy) LiveRoles(ctx context.Context, pod *placement.Pod) ([]LiveSourc
 	if p.live.roles == nil {
 		return nil, nil
 	}
-	v, err := eval(ctx, *p.live.roles, podInput(p, pod))
+	v, err := eval(ctx, *p.live.roles, podInput(pod))
 	if err != nil {
 		return nil, fmt.Errorf("evaluating %s: %w", LiveRolesRule, err)
 	}

@@ -1,39 +1,31 @@
-// Package policy loads an OPA bundle of placement rules, prepares its queries
-// once, and evaluates them per request with inputs built straight as Rego
-// values (no JSON round trip).
+// Package policy evaluates a compiled OPA bundle of placement rules. Its
+// queries are prepared once, and evaluated with inputs built straight as
+// Rego values (no JSON round trip).
 //
-// A bundle must define peer_keys, and claims or both conflicts and penalties
-// (or all three); the others are optional (see rego/ for the default policy):
+// The contract, for a bundle (rego/ is the default policy):
 //
-//	data.regosched.peer_keys            input {pod}              set of group keys
-//	data.regosched.claims               input {pod}              {marks, separate, spread}
-//	data.regosched.filter.conflicts     input {pod, peers, nodes} set of {node, rule, reason, peer}
-//	data.regosched.prioritize.penalties input {pod, peers, nodes} set of {topology_key, value, weight, rule, peer}
-//	data.regosched.preemption.protected input {pod}              true: never evict this pod
-//	data.regosched.facts                input {pod}              any value
-//	data.regosched.unprotected          input {pod}              set of {reason, message}: why no hard rule protects the pod
-//	data.regosched.live.roles           input {pod}              set of {workload, source, port_names, port}: ask the pod for its role
-//	data.regosched.live.labels          no input                 {role, shard}: the labels live roles are written as
-//	data.regosched.validate.errors      no input                 set of strings: the data's mistakes
+//	rule                                  input    result
+//	data.regosched.peer_keys             {pod}    set of group keys: pods that share one are peers
+//	data.regosched.claims                {pod}    {marks: {token: description},
+//	                                                separate: [{mark, rule}],
+//	                                                spread: [{mark, rule, topology_key, weight}]}
+//	data.regosched.preemption.protected  {pod}    true: never evict this pod (optional)
+//	data.regosched.unprotected           {pod}    set of {reason, message}: why no hard rule protects the pod (optional)
+//	data.regosched.live.roles            {pod}    set of {workload, source, port_names, port}: ask the pod for its role (optional)
+//	data.regosched.live.labels           none     {role, shard}: the labels live roles are written as (optional)
+//	data.regosched.validate.errors       none     set of strings: the data's mistakes (optional)
 //
-// Rego looks only at the pending pod and its peers; the arithmetic over
-// candidate nodes is done in Go by the callers.
+// A pod is {name, namespace, uid, labels, priority, node}, node "" while
+// pending. peer_keys and claims are required. Rego looks at one pod at a
+// time: Judge joins in Go the pending pod's separate and spread with its
+// peers' marks, so that no Rego runs per peer, and the arithmetic over
+// candidate nodes is left to the callers.
 //
-// claims and facts are evaluated with peer_keys, once per version of a bound
-// pod (when the placement cache indexes it: facts and marks) and once per
-// request for the pending pod (facts, separate and spread). Each part is
-// queried on its own: a policy that writes them as rules of package
-// regosched.claims has only the parts asked for evaluated, and a part
-// undefined for a pod leaves the others. claims say what a pod is to its
-// peers (marks: token -> description) and which peers it avoids (separate:
-// [{mark, rule}], hard, on the node; spread: [{mark, rule, topology_key,
-// weight}], soft); Go joins the pending pod's entries with its peers' marks,
-// so that no Rego runs per peer (claims.go). conflicts and penalties are
-// pairwise rules for what marks cannot say; their answers add to the join's.
-// facts come back as pod.facts of that pod in every later input of those
-// rules under the same policy, so that they need not work out again per peer
-// what the labels mean. A pod without facts (none defined, or computed under
-// another policy) has no pod.facts field.
+// claims are evaluated with peer_keys, once per version of a bound pod (its
+// marks, kept by the placement cache) and once per pending pod (separate
+// and spread). Each part is queried on its own: a policy that writes them
+// as rules of package regosched.claims has only the part asked for
+// evaluated, and a part undefined for a pod leaves the others.
 package policy
 
 import (
@@ -53,67 +45,52 @@ import (
 	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 	"github.com/open-policy-agent/opa/v1/topdown"
+
+	"github.com/regosched/regosched/internal/claims"
 )
 
-// The entry points a bundle must define.
+// The entry points of the contract.
 const (
-	PeerKeysRule  = "data.regosched.peer_keys"
-	ConflictsRule = "data.regosched.filter.conflicts"
-	PenaltiesRule = "data.regosched.prioritize.penalties"
+	PeerKeysRule = "data.regosched.peer_keys"
+	ClaimsRule   = "data.regosched.claims"
 	// ProtectedRule is optional: without it no pod is protected from preemption.
 	ProtectedRule = "data.regosched.preemption.protected"
-	// FactsRule is optional: without it inputs carry no pod.facts.
-	FactsRule = "data.regosched.facts"
-	// ClaimsRule is optional when both ConflictsRule and PenaltiesRule are
-	// defined, and required otherwise.
-	ClaimsRule = "data.regosched.claims"
 )
+
+// removedRules were pairwise rules (and the facts that fed them), no longer
+// evaluated: a bundle that defines one is refused, so that nobody believes
+// such a rule protects them.
+var removedRules = []string{"data.regosched.filter.conflicts", "data.regosched.prioritize.penalties", "data.regosched.facts"}
 
 // Policy is a compiled bundle, ready to evaluate. It is immutable and safe for
 // concurrent use.
 type Policy struct {
-	revision string
-	keys     rego.PreparedEvalQuery
-	// conflicts, penalties, protected: nil when the bundle has no such rule.
-	conflicts *rego.PreparedEvalQuery
-	penalties *rego.PreparedEvalQuery
-	protected *rego.PreparedEvalQuery
-	// unprotected: nil when the bundle has no such rule.
+	origin *claims.Origin
+	keys   rego.PreparedEvalQuery
+	// protected, unprotected: nil when the bundle has no such rule.
+	protected   *rego.PreparedEvalQuery
 	unprotected *rego.PreparedEvalQuery
 	live        live
-	// both evaluates conflicts and penalties in one pass (they share the
-	// work of matching the peers, which dominates); nil unless both exist.
-	both *rego.PreparedEvalQuery
 	// describeTimeout bounds each evaluation off the request path (see
 	// DescribeTimeout).
 	describeTimeout time.Duration
-	// claims: whether the bundle defines claims.
-	claims bool
 	// Three views of a pod, each evaluated in one pass with peer_keys: all
-	// (facts and claims), as a peer (facts, marks) and as the pending pod
-	// (facts, separate and spread).
+	// claims, as a peer (marks) and as the pending pod (separate, spread).
 	all, asPeer, asPending description
 }
 
-// description is a prepared query for [peer_keys, facts, claims parts]
-// (those defined and asked for). Each optional part is asked for as
-// [x | x := part], a zero- or one-element array, so that a part undefined
-// for a pod (a policy's facts for pods it does not know, claims without
+// description is a prepared query for [peer_keys, claims parts] (those
+// asked for). Each part is asked for as [x | x := part], a zero- or
+// one-element array, so that a part undefined for a pod (claims without
 // spread) leaves the others, rather than making the whole answer undefined.
 type description struct {
-	query *rego.PreparedEvalQuery // nil: peer_keys alone
-	rules string                  // what query evaluates, for errors
-	n     int
-	// factsAt: the index of facts in the answer, -1 when not in it;
-	// claims: the claims parts in the answer, in this order.
-	factsAt       int
-	claims        []claimsPart
-	marks, avoids bool // the claims parts the query reads
-}
-
-type claimsPart struct {
-	name string // marks, separate or spread
-	at   int
+	query *rego.PreparedEvalQuery
+	rules string // what query evaluates, for errors
+	parts claims.Parts
+	// marksAt, separateAt, spreadAt: the index of each part in the answer,
+	// 0 when not asked for.
+	marksAt, separateAt, spreadAt int
+	n                             int
 }
 
 // Compile compiles b, prepares its entry points and evaluates each once on a
@@ -142,16 +119,16 @@ func compile(ctx context.Context, b *bundle.Bundle, timeout time.Duration) (*Pol
 	// Data is read as Rego values: no conversion per evaluation.
 	store := inmem.NewFromObjectWithOpts(b.Data, inmem.OptReturnASTValuesOnRead(true))
 
-	p := &Policy{revision: revision(b), describeTimeout: timeout}
+	p := &Policy{origin: &claims.Origin{Revision: revision(b)}, describeTimeout: timeout}
 	defined := func(rule string) bool { return len(compiler.GetRules(ast.MustParseRef(rule))) > 0 }
-	if !defined(PeerKeysRule) {
-		return nil, fmt.Errorf("policy defines no rule %s", PeerKeysRule)
+	for _, rule := range removedRules {
+		if defined(rule) {
+			return nil, fmt.Errorf("policy defines %s, which regosched no longer evaluates: say the rule with %s (see docs/policies.md)", rule, ClaimsRule)
+		}
 	}
-	if !defined(ClaimsRule) {
-		for _, rule := range []string{ConflictsRule, PenaltiesRule} {
-			if !defined(rule) {
-				return nil, fmt.Errorf("policy defines no rule %s (nor %s)", rule, ClaimsRule)
-			}
+	for _, rule := range []string{PeerKeysRule, ClaimsRule} {
+		if !defined(rule) {
+			return nil, fmt.Errorf("policy defines no rule %s", rule)
 		}
 	}
 	if defined(ValidateRule) {
@@ -167,8 +144,6 @@ func compile(ctx context.Context, b *bundle.Bundle, timeout time.Duration) (*Pol
 		rule string
 		dst  **rego.PreparedEvalQuery
 	}{
-		{ConflictsRule, &p.conflicts},
-		{PenaltiesRule, &p.penalties},
 		{ProtectedRule, &p.protected},
 		{UnprotectedRule, &p.unprotected},
 	} {
@@ -181,23 +156,14 @@ func compile(ctx context.Context, b *bundle.Bundle, timeout time.Duration) (*Pol
 		}
 		*q.dst = &pq
 	}
-	if p.conflicts != nil && p.penalties != nil {
-		both := ast.ArrayTerm(ast.NewTerm(ast.MustParseRef(ConflictsRule)), ast.NewTerm(ast.MustParseRef(PenaltiesRule)))
-		pq, err := prepare(ctx, compiler, store, both)
-		if err != nil {
-			return nil, fmt.Errorf("preparing %s and %s: %w", ConflictsRule, PenaltiesRule, err)
-		}
-		p.both = &pq
-	}
 	if p.live, err = prepareLive(ctx, compiler, store, defined, timeout); err != nil {
 		return nil, err
 	}
-	p.claims = defined(ClaimsRule)
 	for _, v := range []struct {
-		dst           *description
-		marks, avoids bool
-	}{{&p.all, true, true}, {&p.asPeer, true, false}, {&p.asPending, false, true}} {
-		if *v.dst, err = prepareDescription(ctx, compiler, store, defined(FactsRule), p.claims, v.marks, v.avoids); err != nil {
+		view  *description
+		parts claims.Parts
+	}{{&p.all, claims.All}, {&p.asPeer, claims.Marks}, {&p.asPending, claims.Avoids}} {
+		if *v.view, err = prepareDescription(ctx, compiler, store, v.parts); err != nil {
 			return nil, err
 		}
 	}
@@ -207,36 +173,23 @@ func compile(ctx context.Context, b *bundle.Bundle, timeout time.Duration) (*Pol
 	return p, nil
 }
 
-// prepareDescription prepares the query of one view of a pod: peer_keys,
-// facts when defined, and of claims (when defined) the parts asked for.
-func prepareDescription(ctx context.Context, c *ast.Compiler, store storage.Store, facts, claims, marks, avoids bool) (description, error) {
-	d := description{factsAt: -1, marks: marks, avoids: avoids}
+// prepareDescription prepares the query of one view of a pod: peer_keys
+// and the parts of claims asked for.
+func prepareDescription(ctx context.Context, c *ast.Compiler, store storage.Store, parts claims.Parts) (description, error) {
+	d := description{parts: parts}
 	terms := []*ast.Term{ast.NewTerm(ast.MustParseRef(PeerKeysRule))}
 	rules := []string{PeerKeysRule}
-	optional := func(rule, field string) {
-		terms = append(terms, zeroOrOne(rule, field))
-		if field != "" {
-			rule += "." + field
+	for _, part := range []struct {
+		name string
+		part claims.Parts
+		at   *int
+	}{{"marks", claims.Marks, &d.marksAt}, {"separate", claims.Avoids, &d.separateAt}, {"spread", claims.Avoids, &d.spreadAt}} {
+		if parts&part.part == 0 {
+			continue
 		}
-		rules = append(rules, rule)
-	}
-	if facts {
-		d.factsAt = len(terms)
-		optional(FactsRule, "")
-	}
-	if claims {
-		for _, part := range []struct {
-			name string
-			want bool
-		}{{"marks", marks}, {"separate", avoids}, {"spread", avoids}} {
-			if part.want {
-				d.claims = append(d.claims, claimsPart{part.name, len(terms)})
-				optional(ClaimsRule, part.name)
-			}
-		}
-	}
-	if len(terms) == 1 {
-		return d, nil
+		*part.at = len(terms)
+		terms = append(terms, zeroOrOne(ClaimsRule, part.name))
+		rules = append(rules, ClaimsRule+"."+part.name)
 	}
 	d.rules, d.n = strings.Join(rules, ", "), len(terms)
 	pq, err := prepare(ctx, c, store, ast.ArrayTerm(terms...))
@@ -247,17 +200,13 @@ func prepareDescription(ctx context.Context, c *ast.Compiler, store storage.Stor
 	return d, nil
 }
 
-// zeroOrOne is [x | x := rule]: the value of rule in an array, empty when
-// it is undefined. A field of claims is written [x | k := field; x :=
-// claims[k]], which evaluates the same (k is bound before the reference is
-// evaluated, so only the rules of that field run) but does not let the type
-// checker reject a claims object without that field, which newClaims accepts.
+// zeroOrOne is [x | k := field; x := rule[k]]: the field of rule in an
+// array, empty when it is undefined. k is bound before the reference is
+// evaluated, so only the rules of that field run, but the type checker
+// cannot reject a claims object without that field, which is allowed.
 func zeroOrOne(rule, field string) *ast.Term {
 	x, k := ast.VarTerm("x"), ast.VarTerm("k")
 	ref := ast.MustParseRef(rule)
-	if field == "" {
-		return ast.ArrayComprehensionTerm(x, ast.NewBody(ast.Assign.Expr(x, ast.NewTerm(ref))))
-	}
 	return ast.ArrayComprehensionTerm(x, ast.NewBody(
 		ast.Assign.Expr(k, ast.StringTerm(field)),
 		ast.Assign.Expr(x, ast.NewTerm(ref.Append(k))),
@@ -280,7 +229,10 @@ func prepare(ctx context.Context, c *ast.Compiler, store storage.Store, term *as
 
 // Revision names the bundle: the manifest's revision, or a digest of its
 // content when the manifest has none.
-func (p *Policy) Revision() string { return p.revision }
+func (p *Policy) Revision() string { return p.origin.Revision }
+
+// Origin identifies this compiled policy in the claims it describes.
+func (p *Policy) Origin() *claims.Origin { return p.origin }
 
 func revision(b *bundle.Bundle) string {
 	if b.Manifest.Revision != "" {

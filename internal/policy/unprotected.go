@@ -32,7 +32,7 @@ func (p *Policy) Unprotected(ctx context.Context, pod *placement.Pod) ([]Unprote
 	if p.unprotected == nil {
 		return nil, nil
 	}
-	v, err := eval(ctx, *p.unprotected, podInput(p, pod))
+	v, err := eval(ctx, *p.unprotected, podInput(pod))
 	if err != nil {
 		return nil, fmt.Errorf("evaluating %s: %w", UnprotectedRule, err)
 	}
@@ -90,20 +90,6 @@ func NewUnprotectedWatch(reg prometheus.Registerer, log logrus.FieldLogger) (*Un
 		return nil, fmt.Errorf("registering unprotected pod metrics: %w", err)
 	}
 	return w, nil
-}
-
-// Wrap returns describe, which also reports each pod it describes that the
-// describing policy calls unprotected.
-func (w *UnprotectedWatch) Wrap(describe placement.DescribeFunc) placement.DescribeFunc {
-	return func(ctx context.Context, pod *placement.Pod) ([]string, any, any, error) {
-		keys, facts, by, err := describe(ctx, pod)
-		if err == nil {
-			if pol, ok := by.(*Policy); ok {
-				w.check(ctx, pol, pod)
-			}
-		}
-		return keys, facts, by, err
-	}
 }
 
 func (w *UnprotectedWatch) check(ctx context.Context, pol *Policy, pod *placement.Pod) {

@@ -53,7 +53,7 @@ func TestUnprotectedWatchReportsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	describe := w.Wrap(PendingDescriber(func() *Policy { return pol }))
+	describe := PendingDescriber(func() *Policy { return pol }, w)
 	pods := []struct {
 		uid    types.UID
 		labels map[string]string

@@ -49,11 +49,7 @@ func TestCompileRefusesInvalidData(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := LoadFS(defaultWithData(t, tt.config), "test bundle")
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = Compile(context.Background(), b)
+			_, err := Compile(context.Background(), readFS(t, defaultWithData(t, tt.config), false))
 			if len(tt.want) == 0 {
 				if err != nil {
 					t.Fatalf("Compile() error = %v, want none", err)

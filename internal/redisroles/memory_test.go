@@ -14,16 +14,13 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/policy"
 )
 
 func defaultPolicy(t *testing.T) *policy.Policy {
 	t.Helper()
-	b, err := policy.LoadFS(regosched.DefaultPolicy(), "default policy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := policy.Compile(context.Background(), b)
+	p, err := bundles.Options{}.LoadFS(context.Background(), regosched.DefaultPolicy(), "default policy")
 	if err != nil {
 		t.Fatal(err)
 	}

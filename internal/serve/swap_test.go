@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/decision"
 	"github.com/regosched/regosched/internal/extender"
 	"github.com/regosched/regosched/internal/placement"
@@ -93,14 +94,10 @@ func TestPolicySwapUnderLoad(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(broken, "regosched", "broken.rego"), []byte("package regosched.broken\n\nx := {"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var opts policy.Options
+	var opts bundles.Options
 	compiled := map[string]*policy.Policy{}
 	for _, dir := range []string{withMasters, withoutMasters} {
-		b, err := opts.Load(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := opts.Compile(ctx, b)
+		p, err := opts.Load(ctx, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +105,7 @@ func TestPolicySwapUnderLoad(t *testing.T) {
 	}
 
 	reg := prometheus.NewRegistry()
-	active, err := policy.NewActive(reg)
+	active, err := bundles.NewActive(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +176,7 @@ func TestPolicySwapUnderLoad(t *testing.T) {
 			return "", err
 		}
 		defer func() { _ = resp.Body.Close() }()
-		var st policy.Status
+		var st bundles.Status
 		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 			return "", err
 		}
@@ -252,10 +249,7 @@ func TestPolicySwapUnderLoad(t *testing.T) {
 		case "broken":
 			// The same path as a reload: a bundle that fails to load is
 			// recorded and never stored.
-			b, err := opts.Load(broken)
-			if err == nil {
-				_, err = opts.Compile(ctx, b)
-			}
+			_, err := opts.Load(ctx, broken)
 			if err == nil {
 				t.Fatal("broken bundle accepted")
 			}

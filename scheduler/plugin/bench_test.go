@@ -17,7 +17,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/regosched/regosched"
-	"github.com/regosched/regosched/internal/explain"
+	"github.com/regosched/regosched/internal/bundles"
 	ls "github.com/regosched/regosched/test/localstack"
 )
 
@@ -87,7 +87,7 @@ func benchPlugin(b *testing.B, nodes, pods int) (*Regosched, []fwk.NodeInfo) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pol, _, err := explain.LoadPolicy(ctx, "", "", regosched.DefaultPolicy())
+	pol, err := bundles.Options{}.LoadFS(ctx, regosched.DefaultPolicy(), "default")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -25,7 +25,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"sigs.k8s.io/yaml"
 
-	"github.com/regosched/regosched/internal/explain"
+	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/logbridge"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
@@ -94,7 +94,7 @@ func Factory(defaultPolicy fs.FS) func(context.Context, runtime.Object, fwk.Hand
 			return nil, fmt.Errorf("%s args: syncTimeout %q is not a positive duration", Name, args.SyncTimeout)
 		}
 		log := logbridge.ToLogr(klog.FromContext(ctx).WithName(Name), level).WithField("plugin", Name)
-		pol, source, err := explain.LoadPolicy(ctx, args.Policy, args.PolicyData, defaultPolicy)
+		pol, source, err := bundles.Options{DataFile: args.PolicyData}.LoadLocal(ctx, args.Policy, defaultPolicy)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", Name, err)
 		}

@@ -89,11 +89,11 @@ func (pl *Regosched) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.P
 func (pl *Regosched) judge(ctx context.Context, pod *v1.Pod) (*state, error) {
 	p := placement.PodFromObject(pod)
 	p.Node = "" // a stale node name must not make the pending pod look placed
-	keys, facts, err := pl.policy.DescribePending(ctx, p)
+	keys, described, err := pl.policy.DescribePending(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	p.Facts = facts
+	p.Claims = described
 	s := &state{pod: p, keys: keys, removed: map[types.UID]bool{}, added: map[types.UID][]policy.Conflict{}}
 	if len(keys) == 0 {
 		return s, nil
@@ -235,14 +235,14 @@ func (pl *Regosched) AddPod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, i
 	peer.Node = node.Name
 	ctx, cancel := context.WithTimeout(ctx, policy.DescribeTimeout)
 	defer cancel()
-	keys, facts, err := pl.policy.DescribePeer(ctx, peer)
+	keys, described, err := pl.policy.DescribePeer(ctx, peer)
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("regosched: nominated pod %s/%s: %w", add.Namespace, add.Name, err))
 	}
 	if !slices.ContainsFunc(keys, func(k string) bool { return slices.Contains(s.keys, k) }) {
 		return nil
 	}
-	peer.Facts = facts
+	peer.Claims = described
 	in := &policy.Input{Pod: s.pod, Peers: []*placement.Pod{peer}, Nodes: map[string]map[string]string{node.Name: node.Labels}}
 	conflicts, err := pl.policy.Conflicts(ctx, in)
 	if err != nil {

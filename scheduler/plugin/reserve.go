@@ -27,7 +27,7 @@ func (pl *Regosched) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	ctx, cancel := context.WithTimeout(ctx, policy.DescribeTimeout)
 	defer cancel()
 	// Its peers read the pod's marks, which the pending description left out.
-	if _, placed.Facts, err = pl.policy.DescribePeer(ctx, &placed); err != nil {
+	if _, placed.Claims, err = pl.policy.DescribePeer(ctx, &placed); err != nil {
 		return fwk.AsStatus(fmt.Errorf("regosched: pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}
 	pl.cache.Assume(&placed, s.keys, nil)

@@ -35,8 +35,8 @@ func (nullDecider) Filter(_ context.Context, a *extenderv1.ExtenderArgs) (*exten
 	return &extenderv1.ExtenderFilterResult{NodeNames: a.NodeNames, Nodes: a.Nodes}, nil
 }
 
-func (nullDecider) Prioritize(_ context.Context, _ *extenderv1.ExtenderArgs, dst extenderv1.HostPriorityList) (extenderv1.HostPriorityList, error) {
-	return dst[:0], nil // the handler writes nil as []
+func (nullDecider) Prioritize(context.Context, *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
+	return nil, nil // the handler writes nil as []
 }
 
 func (nullDecider) Preempt(context.Context, *extenderv1.ExtenderPreemptionArgs) (*extenderv1.ExtenderPreemptionResult, error) {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
 	"github.com/regosched/regosched/test/localcluster"
@@ -125,11 +126,7 @@ func DefaultGrouped(labels map[string]string) bool {
 
 // defaultPolicy is the embedded default policy, compiled once.
 var defaultPolicy = sync.OnceValues(func() (*policy.Policy, error) {
-	b, err := policy.LoadFS(regosched.DefaultPolicy(), "default policy")
-	if err != nil {
-		return nil, err
-	}
-	return policy.Compile(context.Background(), b)
+	return bundles.Options{}.LoadFS(context.Background(), regosched.DefaultPolicy(), bundles.EmbeddedName)
 })
 
 // Nodes returns the names of all nodes, sorted.

@@ -1,0 +1,261 @@
+package serve
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/regosched/regosched/internal/apicontact"
+	"github.com/regosched/regosched/internal/audit"
+	"github.com/regosched/regosched/internal/bundles"
+	"github.com/regosched/regosched/internal/decision"
+	"github.com/regosched/regosched/internal/extender"
+	"github.com/regosched/regosched/internal/kubeclient"
+	"github.com/regosched/regosched/internal/leader"
+	"github.com/regosched/regosched/internal/placement"
+	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/internal/redisroles"
+	"github.com/regosched/regosched/internal/tlsserve"
+)
+
+// server is what build makes and run starts, for the life of one Run.
+type server struct {
+	opts Options
+	log  logrus.FieldLogger
+
+	active *bundles.Active
+	first  loaded
+	remote *bundles.Remote // nil unless the policy comes from a bundle server
+
+	cache           *placement.Cache
+	pending         *placement.Pending // nil without a scheduler name
+	describePending placement.DescribeFunc
+	contact         *apicontact.Watch
+	roles           *redisroles.Controller // nil without --redis-roles
+	elector         *leader.Elector        // nil without --leader-elect
+	audit           *audit.Auditor         // nil without an audit interval
+	stopAudit       func()
+	// auditTrigger asks the audit for a pass when a bound pod is relabelled
+	// (a role moved at failover can break a rule where it stands).
+	auditTrigger chan struct{}
+
+	listeners []net.Listener
+	servers   []*http.Server // one per listener
+	tls       bool
+}
+
+// build loads the first policy and makes every part, listening already but
+// running nothing.
+func build(ctx context.Context, opts Options) (*server, error) {
+	log := opts.Log
+	pol, source, remote, err := loadPolicy(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	log.WithFields(logrus.Fields{"source": source, "revision": pol.Revision()}).Info("policy loaded")
+	client, err := newClient(opts)
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s := &server{opts: opts, log: log, first: pol, remote: remote, auditTrigger: make(chan struct{}, 1)}
+	if s.active, err = bundles.NewActive(reg); err != nil {
+		return nil, err
+	}
+	s.active.Store(pol.Policy)
+	if err := s.buildPlacements(client, reg); err != nil {
+		return nil, err
+	}
+	if opts.LeaderElect {
+		if s.elector, err = leader.New(client, opts.Leader, log.WithField("component", "leader")); err != nil {
+			return nil, err
+		}
+	}
+	dopts := decision.Options{
+		InFlightTTL: opts.InFlightTTL,
+		MaxWait:     opts.InFlightWait,
+		Client:      client,
+		// Binds and reservations only for the profile's own pods.
+		SchedulerName: opts.SchedulerName,
+		SoftInFilter:  opts.SoftInFilter,
+		Pending:       s.pending,
+	}
+	if opts.RedisRoles.On {
+		leading := func() bool { return s.elector == nil || s.elector.Leading() }
+		if s.roles, err = newRedisRoles(opts, client, s.active, reg, leading); err != nil {
+			return nil, err
+		}
+		dopts.Recall = s.roles.Recall
+	}
+	decider, err := decision.New(s.cache, s.active, log.WithField("component", "decision"), reg, dopts)
+	if err != nil {
+		return nil, err
+	}
+	if s.contact, err = apicontact.New(apicontact.Config{
+		Ping: pingAPI(client), Threshold: opts.APILostAfter, Registerer: reg, Log: log.WithField("component", "api-contact"),
+	}); err != nil {
+		return nil, err
+	}
+	if opts.AuditInterval > 0 {
+		if s.audit, s.stopAudit, err = newAudit(ctx, client, s.cache, s.active, reg, log); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.buildHTTP(decider, reg); err != nil {
+		if s.stopAudit != nil {
+			s.stopAudit()
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// newClient is opts.Client, or a client of the cluster opts.Kubeconfig
+// names.
+func newClient(opts Options) (kubernetes.Interface, error) {
+	if opts.Client != nil {
+		return opts.Client, nil
+	}
+	cfg, err := kubeclient.Config(opts.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(kubeclient.Fast(cfg, opts.KubeAPIQPS, opts.KubeAPIBurst))
+	if err != nil {
+		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	return client, nil
+}
+
+// buildPlacements makes the placement cache of bound pods and, for a
+// scheduler name, the descriptions of its pending pods.
+func (s *server) buildPlacements(client kubernetes.Interface, reg prometheus.Registerer) error {
+	relabelled := func() {
+		select {
+		case s.auditTrigger <- struct{}{}:
+		default:
+		}
+	}
+	var err error
+	s.cache, err = placement.New(client, policy.Describer(s.active.Load), s.log.WithField("component", "placement"), placement.WithOnRelabel(relabelled))
+	if err != nil {
+		return err
+	}
+	if err := s.cache.RegisterMetrics(reg); err != nil {
+		return err
+	}
+	unprotected, err := policy.NewUnprotectedWatch(reg, s.log.WithField("component", "protection"))
+	if err != nil {
+		return err
+	}
+	s.describePending = policy.PendingDescriber(s.active.Load, unprotected)
+	if s.opts.SchedulerName == "" {
+		return nil
+	}
+	if s.pending, err = placement.NewPending(client, s.opts.SchedulerName, s.describePending, s.log.WithField("component", "pending")); err != nil {
+		return err
+	}
+	return s.pending.RegisterMetrics(reg)
+}
+
+// ready is readiness: synced, with a policy, and in contact with the API
+// server.
+func (s *server) ready() error {
+	if !s.cache.HasSynced() {
+		return errors.New("placement cache has not synced with the API server yet")
+	}
+	if s.active.Load() == nil {
+		return errors.New("no active policy")
+	}
+	return s.contact.Err()
+}
+
+// buildHTTP makes the handler and listens on Listen, and on HealthListen
+// when set.
+func (s *server) buildHTTP(decider *decision.Decider, reg *prometheus.Registry) error {
+	opts := s.opts
+	apiConfig := extender.Config{
+		URLPrefix:     opts.URLPrefix,
+		MaxBodyBytes:  opts.MaxBodyBytes,
+		MaxConcurrent: opts.MaxConcurrent,
+		Decider:       decider,
+		// Every synced replica is ready, so that a rollout and a drain
+		// proceed; a standby refuses the verbs all the same.
+		Ready: s.ready,
+		Serving: func() error {
+			if err := s.ready(); err != nil {
+				return err
+			}
+			if s.elector != nil && !s.elector.Leading() {
+				return errors.New("not the leader")
+			}
+			return nil
+		},
+		VerbsOnly: opts.HealthListen != "",
+		Version: func() any {
+			return struct {
+				Version string `json:"version"`
+				bundles.Status
+			}{opts.Version, s.active.Status()}
+		},
+		Registerer: reg,
+		Gatherer:   reg,
+		Profiling:  opts.Profiling,
+		Log:        s.log.WithField("component", "extender"),
+	}
+	handler, err := extender.New(apiConfig)
+	if err != nil {
+		return err
+	}
+	var tlsConfig *tls.Config
+	if opts.TLS.CertFile != "" || opts.TLS.KeyFile != "" || opts.TLS.ClientCAFile != "" {
+		certs, err := tlsserve.New(opts.TLS, s.log.WithField("component", "tls"))
+		if err != nil {
+			return err
+		}
+		tlsConfig = certs.Config()
+	}
+	s.tls = tlsConfig != nil
+	ln, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", opts.Listen, err)
+	}
+	s.listeners = append(s.listeners, ln)
+	s.servers = append(s.servers, &http.Server{
+		Handler:           handler,
+		TLSConfig:         tlsConfig,
+		ReadHeaderTimeout: 5 * time.Second,
+		// The scheduler's own httpTimeout is 5s by default; nothing
+		// legitimate takes longer than these.
+		ReadTimeout:  30 * time.Second,
+		WriteTimeout: 30 * time.Second,
+		IdleTimeout:  2 * time.Minute,
+	})
+	if opts.HealthListen == "" {
+		return nil
+	}
+	healthLn, err := net.Listen("tcp", opts.HealthListen)
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("listening on %s (health): %w", opts.HealthListen, err)
+	}
+	s.listeners = append(s.listeners, healthLn)
+	s.servers = append(s.servers, &http.Server{
+		Handler:           extender.NewHealth(apiConfig),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	})
+	return nil
+}

@@ -1,0 +1,121 @@
+package serve
+
+import (
+	"io/fs"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/regosched/regosched/internal/leader"
+	"github.com/regosched/regosched/internal/tlsserve"
+)
+
+// Options are the settings of `regosched serve`.
+type Options struct {
+	Listen string
+	// HealthListen, when set, serves /healthz, /readyz, /version and
+	// /metrics (and nothing else) over plain HTTP on a second address, for
+	// probes that cannot present a client certificate to Listen.
+	HealthListen string
+	Kubeconfig   string
+	// Client, when set, is used instead of one built from Kubeconfig.
+	Client kubernetes.Interface
+	// APILostAfter is how long the API server may not answer before
+	// readiness turns false (0: apicontact.DefaultThreshold).
+	APILostAfter time.Duration
+	// PolicyPath is a bundle directory, a .tar.gz or an http(s) URL of a
+	// bundle server; empty means DefaultPolicy.
+	PolicyPath    string
+	DefaultPolicy fs.FS
+	// PolicyData is a JSON file merged into the policy's
+	// data.regosched.config (bundles.Options.DataFile), watched with
+	// PolicyPoll; empty: none.
+	PolicyData   string
+	URLPrefix    string
+	MaxBodyBytes int64
+	// MaxConcurrent bounds the verb requests served at once.
+	MaxConcurrent int
+	// InFlightTTL and InFlightWait bound the wait for peers that passed
+	// filter but whose binding is not yet seen (see decision.Options).
+	InFlightTTL  time.Duration
+	InFlightWait time.Duration
+	// SoftInFilter folds the soft rules into filter (see
+	// decision.Options).
+	SoftInFilter bool
+	// SchedulerName is the profile whose pending pods are described as
+	// soon as they are created, ahead of their filter calls; empty: each
+	// filter call describes its pod.
+	SchedulerName string
+	// PolicyPoll is how often --policy is checked for changes; 0 disables
+	// reloading. Unused for the embedded policy.
+	PolicyPoll time.Duration
+	// Bundles says how bundles are checked and a bundle server is polled.
+	Bundles BundleOptions
+	// KubeAPIQPS and KubeAPIBurst bound the API requests (binds, reads).
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+	// TLS, when its CertFile is set, serves HTTPS (with client certificate
+	// authentication when ClientCAFile is set too).
+	TLS tlsserve.Files
+	// LeaderElect makes replicas elect one leader through a Lease: every
+	// synced replica is ready, the leader alone answers the verbs and labels
+	// its pod (leader.Label) for the Service to select.
+	LeaderElect bool
+	Leader      leader.Config
+	// RedisRoles, when On, reads Redis pods' roles from Redis and writes
+	// them onto the pods (see redisroles).
+	RedisRoles RedisRolesOptions
+	// AuditInterval is the period of the audit of bound pods (the leader
+	// only); 0 turns it off.
+	AuditInterval time.Duration
+	// Profiling serves pprof profiles under /debug/pprof/.
+	Profiling bool
+	Version   string
+	Log       logrus.FieldLogger
+}
+
+// BundleOptions are the checks every bundle passes before it is activated
+// and, for an http(s) PolicyPath, how the bundle server is polled.
+type BundleOptions struct {
+	// VerificationKey, when set, requires signed bundles: a PEM public key
+	// file, or the secret for HS* algorithms (see bundles.NewVerification).
+	VerificationKey   string
+	VerificationKeyID string
+	SigningAlg        string
+	Scope             string
+	// RunTests runs each bundle's *_test.rego tests before activating it.
+	RunTests bool
+	// MinDelay and MaxDelay bound the wait between polls of a bundle
+	// server; LongPollingTimeout > 0 turns long polling on.
+	MinDelay, MaxDelay, LongPollingTimeout time.Duration
+	// StartTimeout bounds the wait for the first good bundle from a server:
+	// regosched never serves without a policy.
+	StartTimeout    time.Duration
+	BearerTokenFile string
+	// MaxBytes caps each file of a bundle and a downloaded bundle's size
+	// (0: bundles.DefaultBundleSizeLimit).
+	MaxBytes int64
+	// Insecure allows a plain http:// bundle URL with a bearer token or
+	// without a verification key.
+	Insecure bool
+}
+
+// RedisRolesOptions are the settings of --redis-roles.
+type RedisRolesOptions struct {
+	On       bool
+	Interval time.Duration
+	// PasswordFile holds the password of every Redis; PodSecrets reads the
+	// Secret behind each pod's own REDIS_PASSWORD instead.
+	PasswordFile string
+	PodSecrets   bool
+	// TLS to Redis: on with TLS, verified with CAFile (the system's roots
+	// when empty) unless SkipVerify; CertFile/KeyFile as client certificate.
+	TLS                       bool
+	CAFile, CertFile, KeyFile string
+	ServerName                string
+	SkipVerify                bool
+	// Memory names the ConfigMap, in the leader election namespace, that
+	// keeps the last known roles across restarts.
+	Memory string
+}

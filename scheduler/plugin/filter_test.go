@@ -1,0 +1,93 @@
+package plugin
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+func TestFilter(t *testing.T) {
+	f := newFixture(t)
+	tests := []struct {
+		name    string
+		pod     *corev1.Pod
+		wantPre string
+		want    map[string]string
+	}{
+		{
+			name:    "a master avoids both masters; only the lower-priority one may be preempted",
+			pod:     redis("cache-2-master", "master", "2", 500, ""),
+			wantPre: ok,
+			want:    map[string]string{"n1": unsched, "n2": unresolvable, "n3": ok},
+		},
+		{
+			name:    "a master of priority 100 preempts no peer of equal priority",
+			pod:     redis("cache-2-master", "master", "2", 100, ""),
+			wantPre: ok,
+			want:    map[string]string{"n1": unresolvable, "n2": unresolvable, "n3": ok},
+		},
+		{
+			name:    "a replica avoids its own shard's master only",
+			pod:     redis("cache-1-replica", "replica", "1", 2000, ""),
+			wantPre: ok,
+			want:    map[string]string{"n1": ok, "n2": unsched, "n3": ok},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs, st := f.preFilter(t, tt.pod)
+			if got := st.Code().String(); got != tt.wantPre {
+				t.Fatalf("PreFilter = %v, want %s", st, tt.wantPre)
+			}
+			if diff := cmp.Diff(tt.want, f.filter(t, cs, tt.pod)); diff != "" {
+				t.Errorf("Filter (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The cache and the scheduler's snapshot disagree about a conflicting peer:
+// the API server settles it.
+func TestFilterWhenTheViewsDisagree(t *testing.T) {
+	pod := redis("cache-2-master", "master", "2", 500, "")
+	tests := []struct {
+		name string
+		opts options
+		want map[string]string
+	}{
+		{
+			name: "a peer deleted: the snapshot and the API server no longer have it",
+			opts: options{notInSnapshot: []string{"cache-0-master"}, deleted: []string{"cache-0-master"}},
+			want: map[string]string{"n1": ok, "n2": unresolvable, "n3": ok},
+		},
+		{
+			name: "a peer bound: the snapshot does not have it yet, the API server does",
+			opts: options{notInSnapshot: []string{"cache-1-master"}},
+			want: map[string]string{"n1": unsched, "n2": unresolvable, "n3": ok},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixtureWith(t, tt.opts)
+			cs, st := f.preFilter(t, pod)
+			if !st.IsSuccess() {
+				t.Fatalf("PreFilter = %v", st)
+			}
+			if diff := cmp.Diff(tt.want, f.filter(t, cs, pod)); diff != "" {
+				t.Errorf("Filter (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFilterWithoutPreFilterIsAnError(t *testing.T) {
+	f := newFixture(t)
+	st := f.pl.Filter(context.Background(), framework.NewCycleState(), redis("x", "master", "2", 1, ""), f.nodes["n1"])
+	if st.Code() != fwk.Error {
+		t.Errorf("Filter = %v, want Error", st)
+	}
+}

@@ -1,0 +1,149 @@
+package plugin
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/bundles"
+	ls "github.com/regosched/regosched/test/localstack"
+)
+
+const ns = "shop"
+
+// redis is a Redis pod of cluster cache with priority prio, bound to node
+// unless node is "".
+func redis(name, role, shard string, prio int32, node string) *corev1.Pod {
+	p := ls.RedisPod(ns, "cache", name, role, shard)
+	p.UID = types.UID("uid-" + name)
+	p.Spec.Priority = &prio
+	p.Spec.NodeName = node
+	return p
+}
+
+func node(name, zone string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone,
+	}}}
+}
+
+// fixture is the plugin over three nodes in three zones, with
+// cache-0's master (priority 100) on n1 and cache-1's (priority 1000) on n2.
+type fixture struct {
+	pl     *Regosched
+	client *fake.Clientset
+	nodes  map[string]fwk.NodeInfo
+}
+
+// options vary the fixture: pods (by name) left out of the scheduler's
+// snapshot, as when its informer is ahead of the cache's or behind it, and
+// pods the API server no longer has, though the cache still lists them.
+type options struct {
+	notInSnapshot []string
+	deleted       []string
+	policy        fs.FS // the embedded default when nil
+}
+
+func newFixture(t *testing.T) *fixture { return newFixtureWith(t, options{}) }
+
+func newFixtureWith(t *testing.T, o options) *fixture {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	nodes := []*corev1.Node{node("n1", "zone-a"), node("n2", "zone-b"), node("n3", "zone-c")}
+	pods := []*corev1.Pod{
+		redis("cache-0-master", "master", "0", 100, "n1"),
+		redis("cache-1-master", "master", "1", 1000, "n2"),
+	}
+	var objs []runtime.Object
+	var snapPods []*corev1.Pod
+	for _, p := range pods {
+		objs = append(objs, p)
+		if !slices.Contains(o.notInSnapshot, p.Name) {
+			snapPods = append(snapPods, p)
+		}
+	}
+	for _, n := range nodes {
+		objs = append(objs, n)
+	}
+	client := fake.NewClientset(objs...)
+	// The informers list and watch; only the API reads see the deletions.
+	client.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		name := a.(k8stesting.GetAction).GetName()
+		if slices.Contains(o.deleted, name) {
+			return true, nil, apierrors.NewNotFound(corev1.Resource("pods"), name)
+		}
+		return false, nil, nil
+	})
+	snapshot := schedcache.NewSnapshot(snapPods, nodes)
+	f := &fixture{client: client, nodes: map[string]fwk.NodeInfo{}}
+	for _, n := range nodes {
+		ni, err := snapshot.NodeInfos().Get(n.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.nodes[n.Name] = ni
+	}
+	bundle, name := o.policy, "custom"
+	if bundle == nil {
+		bundle, name = regosched.DefaultPolicy(), "default"
+	}
+	pol, err := bundles.Options{}.LoadFS(ctx, bundle, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	if f.pl, err = New(ctx, client, snapshot, pol, log, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// filter runs Filter on every node and gives each node's status code.
+func (f *fixture) filter(t *testing.T, cs fwk.CycleState, pod *corev1.Pod) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	for name, ni := range f.nodes {
+		got[name] = f.pl.Filter(context.Background(), cs, pod, ni).Code().String()
+	}
+	return got
+}
+
+func (f *fixture) preFilter(t *testing.T, pod *corev1.Pod) (fwk.CycleState, *fwk.Status) {
+	t.Helper()
+	cs := framework.NewCycleState()
+	_, st := f.pl.PreFilter(context.Background(), cs, pod, nil)
+	return cs, st
+}
+
+func podInfo(t *testing.T, p *corev1.Pod) fwk.PodInfo {
+	t.Helper()
+	pi, err := framework.NewPodInfo(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pi
+}
+
+const (
+	ok           = "Success"
+	unsched      = "Unschedulable"
+	unresolvable = "UnschedulableAndUnresolvable"
+)

@@ -1,0 +1,40 @@
+package plugin
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Reserve makes the pod a peer of the next one at once; Unreserve takes
+// that back.
+func TestReserveAndUnreserve(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	first := redis("cache-2-master", "master", "2", 500, "")
+	next := redis("cache-3-master", "master", "3", 500, "")
+
+	// Reserved, the pod is not bound yet, and not in the snapshot of this
+	// test; the API server has it, pending.
+	if _, err := f.client.CoreV1().Pods(ns).Create(ctx, first, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cs, _ := f.preFilter(t, first)
+	if st := f.pl.Reserve(ctx, cs, first, "n3"); !st.IsSuccess() {
+		t.Fatalf("Reserve = %v", st)
+	}
+	nextCS, _ := f.preFilter(t, next)
+	want := map[string]string{"n1": unsched, "n2": unresolvable, "n3": unresolvable}
+	if diff := cmp.Diff(want, f.filter(t, nextCS, next)); diff != "" {
+		t.Errorf("after Reserve, Filter (-want +got):\n%s", diff)
+	}
+
+	f.pl.Unreserve(ctx, cs, first, "n3")
+	nextCS, _ = f.preFilter(t, next)
+	want = map[string]string{"n1": unsched, "n2": unresolvable, "n3": ok}
+	if diff := cmp.Diff(want, f.filter(t, nextCS, next)); diff != "" {
+		t.Errorf("after Unreserve, Filter (-want +got):\n%s", diff)
+	}
+}
