@@ -55,7 +55,7 @@ func TestRego(t *testing.T) {
 
 // TestDefaultPolicyEmbedded checks the binary carries the bundle's manifest and data.
 func TestDefaultPolicyEmbedded(t *testing.T) {
-	for _, name := range []string{".manifest", "regosched/config/data.json", "regosched/claims.rego", "regosched/join.rego"} {
+	for _, name := range []string{".manifest", "regosched/config/data.json", "regosched/claims.rego"} {
 		if _, err := fs.Stat(regosched.DefaultPolicy(), name); err != nil {
 			t.Errorf("embedded policy lacks %s: %v", name, err)
 		}

@@ -3,7 +3,8 @@
 # the pod alone. regosched evaluates marks once per bound pod version, and
 # separate and spread once per request for the pending pod, then joins them
 # in Go: an entry of the pending pod applies to every peer whose marks hold
-# its mark, so no Rego runs per peer. The join, in Rego, is data.regosched.join.
+# its mark, so no Rego runs per peer. The tests state that join on claims
+# (fixtures_test.rego: separates and spreads).
 #
 # The three parts are rules of their own, so that regosched evaluates only
 # the part it needs: marks for a bound pod, separate and spread for the

@@ -1,10 +1,11 @@
-# claims: marks, separate and spread of one pod, and the join (data.regosched.join)
-# that regosched computes from them in Go.
+# claims: marks, separate and spread of one pod, and how those of two pods
+# meet: regosched applies a separate or spread entry of the pending pod to
+# each peer whose marks hold its mark.
 package regosched.claims_test
 
 import data.regosched.claims
 import data.regosched.fixtures_test as f
-import data.regosched.join
+import data.regosched.peer_keys
 
 test_redis_master_claims if {
 	c := claims with input as {"pod": f.pending("cache-0-master", f.redis_shard("cache", "master", "0"))}
@@ -46,7 +47,7 @@ test_spread_weights if {
 }
 
 # Peer roles and scope (cluster / shard fact) decide; an unknown scope never applies.
-test_join_checks_peer_role_and_scope if {
+test_peer_role_and_scope_decide if {
 	cfg := {"workloads": {"w": {
 		"cluster_label": "c",
 		"shard_label": "s",
@@ -56,26 +57,75 @@ test_join_checks_peer_role_and_scope if {
 			{"name": "any-rack", "role": "*", "peer_role": "*", "scope": "rack"},
 		],
 	}}}
+	pending := f.pod("p", "ns", "p", "", {"c": "x", "s": "1"})
 	peers := [
 		f.pod("p1", "ns", "u1", "n1", {"c": "x", "s": "1", "r": "a"}),
 		f.pod("p2", "ns", "u2", "n1", {"c": "x", "s": "2", "r": "a"}),
 		f.pod("p3", "ns", "u3", "n1", {"c": "x", "s": "1"}),
 	]
-	got := join.conflicts with data.regosched.config as cfg
-		with input as {"pod": f.pod("p", "ns", "p", "", {"c": "x", "s": "1"}), "peers": peers}
-	{[c.peer, c.rule] | some c in got} == {["u1", "shard-a"]}
+	got := {[p.uid, s.rule] | some p in peers; some s in f.separates(pending, p)} with data.regosched.config as cfg
+	got == {["u1", "shard-a"]}
 }
 
-# Only bound peers of the same namespace and cluster, other than the pod itself.
-test_join_only_same_namespace_cluster_bound_others if {
-	peers := [
-		f.pod("a", "shop", "u1", "node-1", f.redis("cache", "master")),
+# Marks meet only within one namespace, cluster and workload entry. The
+# unbound peer and the pending pod itself meet as any bound master does:
+# regosched, not the claims, leaves them out.
+test_marks_meet_within_namespace_cluster_and_workload if {
+	pending := f.pending("m", f.redis("cache", "master"))
+	apart := [
 		f.pod("b", "shop", "u2", "node-1", f.redis("other", "master")),
 		f.pod("c", "ops", "u3", "node-1", f.redis("cache", "master")),
-		f.pod("d", "shop", "u4", "", f.redis("cache", "master")),
-		f.pod("m", "shop", "pending", "node-1", f.redis("cache", "master")),
 		f.pod("e", "shop", "u5", "node-1", f.es("cache", "data")),
 	]
-	got := join.conflicts with input as {"pod": f.pending("m", f.redis("cache", "master")), "peers": peers}
-	{c.peer | some c in got} == {"u1"}
+	every p in apart {
+		count(f.separates(pending, p)) == 0
+	}
+	met := f.separates(pending, f.pod("a", "shop", "u1", "node-1", f.redis("cache", "master")))
+	met == {{"rule": "redis-masters", "reason": "redis: master {pod} of cluster cache already on this node"}}
+	f.separates(pending, f.pod("d", "shop", "u4", "", f.redis("cache", "master"))) == met
+	f.separates(pending, f.pod("m", "shop", "pending", "node-1", f.redis("cache", "master"))) == met
+}
+
+# Pods of the shipped presets, pending or bound, with and without roles.
+sample_pods := [
+	f.pending("cache-0-master", f.redis_shard("cache", "master", "0")),
+	f.pod("cache-0-replica", "shop", "u1", "node-1", f.redis_shard("cache", "replica", "0")),
+	f.pod("cache-replicas-0", "shop", "u2", "node-1", f.redis("cache", "slave")),
+	f.pending("cache-0", f.redis("cache", "sentinel")),
+	f.pod("es-data-0", "logs", "u3", "node-2", f.es("es", "data")),
+	f.pod("qs-es-0", "logs", "u4", "node-2", f.eck("qs", "true")),
+	f.pod("x", "logs", "u5", "node-3", object.union(f.es("es", "data"), f.eck("qs", "true"))),
+	f.pod("cache-node-0", "shop", "u6", "node-3", {
+		"app.kubernetes.io/name": "redis",
+		"app.kubernetes.io/instance": "cache",
+		"app.kubernetes.io/component": "node",
+		"statefulset.kubernetes.io/pod-name": "cache-node-0",
+	}),
+]
+
+# regosched compares a pod only with the pods that share one of its
+# peer_keys: every mark a pod holds or looks for lies under one of them.
+test_marks_lie_under_peer_keys if {
+	every pod in sample_pods {
+		keys := peer_keys with input as {"pod": pod}
+		c := f.claims_of(pod)
+		count(c.marks) > 0
+		every mark in array.concat(
+			[m | some m, _ in c.marks],
+			[s.mark | some s in (c.separate | c.spread)],
+		) {
+			some key in keys
+			startswith(mark, concat("", [key, "/"]))
+		}
+	}
+}
+
+# regosched replaces the first {pod} of a description with the peer's
+# namespace/name: every description names the pod once.
+test_descriptions_name_the_pod_once if {
+	every pod in sample_pods {
+		every what in f.claims_of(pod).marks {
+			count(indexof_n(what, "{pod}")) == 1
+		}
+	}
 }

@@ -1,4 +1,5 @@
-# Shared pod/label builders for the regosched tests.
+# Shared pod/label builders for the regosched tests, and what regosched reads
+# from the claims of two pods.
 package regosched.fixtures_test
 
 pod(name, ns, uid, node, labels) := {
@@ -31,3 +32,27 @@ eck(cluster, node_data) := {
 
 # The pending pod in shop/cache (Redis) unless said otherwise.
 pending(name, labels) := pod(name, "shop", "pending", "", labels)
+
+# The claims regosched evaluates for pod: data.regosched.claims, input {pod}.
+claims_of(pod) := c if {
+	c := data.regosched.claims with input as {"pod": pod}
+}
+
+# The hard rules pending holds against peer, read off the two pods' claims:
+# each separate entry of pending whose mark peer's marks hold, with peer's
+# description under that mark (regosched puts the peer's namespace/name in
+# place of {pod}). Which pods are peers (bound, not pending itself) is
+# regosched's, not the claims'.
+separates(pending, peer) := {{"rule": s.rule, "reason": what} |
+	marks := claims_of(peer).marks
+	some s in claims_of(pending).separate
+	what := marks[s.mark]
+}
+
+# The soft rules likewise: each spread entry of pending whose mark peer's
+# marks hold, as {rule, topology_key, weight}.
+spreads(pending, peer) := {object.remove(s, ["mark"]) |
+	marks := claims_of(peer).marks
+	some s in claims_of(pending).spread
+	marks[s.mark]
+}

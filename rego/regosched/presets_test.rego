@@ -1,9 +1,9 @@
 # The presets of config/data.json on the labels real charts and operators put
-# on their pods (testdata/presets holds the full label sets and sources).
+# on their pods (testdata/presets holds the full label sets and sources):
+# which peers the pending pod's claims keep it apart from.
 package regosched.presets_test
 
 import data.regosched.fixtures_test as f
-import data.regosched.join.conflicts
 import data.regosched.preemption.protected
 
 # Bitnami redis chart, sentinel.enabled: StatefulSet cache-redis-node.
@@ -55,51 +55,38 @@ eck(cluster, sset, roles) := object.union(
 # A new Sentinel-mode pod names no role (isMaster comes later, if at all):
 # it may start as master, so it stays off the node of every member.
 test_sentinel_new_pod_apart_from_master if {
+	pending := f.pending("cache-redis-node-1", sentinel_node("cache-redis-node-1", {"app.kubernetes.io/role": "slave"}))
 	peer := f.pod("cache-redis-node-0", "shop", "u0", "node-1", sentinel_node("cache-redis-node-0", {"isMaster": "true"}))
-	conflicts == {{
-		"node": "node-1",
-		"rule": "redis-unknown-apart",
-		"reason": "redis: master shop/cache-redis-node-0 of cluster cache already on this node",
-		"peer": "u0",
-	}} with input as {"pod": f.pending("cache-redis-node-1", sentinel_node("cache-redis-node-1", {"app.kubernetes.io/role": "slave"})), "peers": [peer]}
+	f.separates(pending, peer) == {{"rule": "redis-unknown-apart", "reason": "redis: master {pod} of cluster cache already on this node"}}
 }
 
 test_sentinel_new_pod_apart_from_replica if {
+	pending := f.pending("cache-redis-node-1", sentinel_node("cache-redis-node-1", {}))
 	peer := f.pod("cache-redis-node-2", "shop", "u2", "node-2", sentinel_node("cache-redis-node-2", {"isMaster": "false"}))
-	conflicts == {{
-		"node": "node-2",
-		"rule": "redis-unknown-apart",
-		"reason": "redis: replica shop/cache-redis-node-2 of cluster cache already on this node",
-		"peer": "u2",
-	}} with input as {"pod": f.pending("cache-redis-node-1", sentinel_node("cache-redis-node-1", {})), "peers": [peer]}
+	f.separates(pending, peer) == {{"rule": "redis-unknown-apart", "reason": "redis: replica {pod} of cluster cache already on this node"}}
 }
 
 # A recreated master (role remembered by regosched) vs the pod Sentinel
 # promoted meanwhile (isMaster=true): masters apart. Both the generic redis
-# entry and the Sentinel preset give this conflict, and it is the same one.
+# entry and the Sentinel preset give this conflict (two separate entries meet
+# a mark of the peer), and it is the same one.
 test_sentinel_master_vs_master_to_be if {
+	pending := f.pending("cache-redis-node-0", sentinel_node("cache-redis-node-0", {"regosched.io/role": "master"}))
 	peer := f.pod("cache-redis-node-2", "shop", "u2", "node-1", sentinel_node("cache-redis-node-2", {"isMaster": "true"}))
-	conflicts == {{
-		"node": "node-1",
-		"rule": "redis-masters",
-		"reason": "redis: master shop/cache-redis-node-2 of cluster cache already on this node",
-		"peer": "u2",
-	}} with input as {"pod": f.pending("cache-redis-node-0", sentinel_node("cache-redis-node-0", {"regosched.io/role": "master"})), "peers": [peer]}
+	marks := f.claims_of(peer).marks
+	met := {s.mark | some s in f.claims_of(pending).separate; marks[s.mark]}
+	met == {"redis/shop/cache/cluster/cache/master", "bitnami-redis-sentinel/shop/cache/cluster/cache/master"}
+	f.separates(pending, peer) == {{"rule": "redis-masters", "reason": "redis: master {pod} of cluster cache already on this node"}}
 }
 
 # Two known replicas may share a node; a pod of unknown role may not join them.
 test_sentinel_replicas_share_but_not_with_unknown if {
 	replica := f.pending("cache-redis-node-1", sentinel_node("cache-redis-node-1", {"regosched.io/role": "replica"}))
-	count(conflicts) == 0 with input as {
-		"pod": replica,
-		"peers": [f.pod("cache-redis-node-2", "shop", "u2", "node-1", sentinel_node("cache-redis-node-2", {"isMaster": "false"}))],
-	}
-	conflicts == {{
-		"node": "node-1",
+	count(f.separates(replica, f.pod("cache-redis-node-2", "shop", "u2", "node-1", sentinel_node("cache-redis-node-2", {"isMaster": "false"})))) == 0
+	f.separates(replica, f.pod("cache-redis-node-2", "shop", "u2", "node-1", sentinel_node("cache-redis-node-2", {}))) == {{
 		"rule": "redis-unknown-apart",
-		"reason": "redis: unknown shop/cache-redis-node-2 of cluster cache already on this node",
-		"peer": "u2",
-	}} with input as {"pod": replica, "peers": [f.pod("cache-redis-node-2", "shop", "u2", "node-1", sentinel_node("cache-redis-node-2", {}))]}
+		"reason": "redis: unknown {pod} of cluster cache already on this node",
+	}}
 }
 
 # Bitnami redis-cluster: a pod whose role Redis has not told yet is kept off
@@ -111,11 +98,11 @@ test_redis_cluster_unknown_apart_from_every_member if {
 		f.pod("sessions-redis-cluster-5", "web", "u5", "node-3", redis_cluster("sessions-redis-cluster-5", {})),
 		f.pod("other-redis-cluster-0", "web", "o0", "node-4", object.union(redis_cluster("other-redis-cluster-0", {}), {"app.kubernetes.io/instance": "other"})),
 	]
-	got := conflicts with input as {"pod": web_pending("sessions-redis-cluster-2", redis_cluster("sessions-redis-cluster-2", {})), "peers": peers}
-	got == {
-		{"node": "node-1", "rule": "redis-unknown-apart", "reason": "redis: master web/sessions-redis-cluster-0 of cluster sessions already on this node", "peer": "u0"},
-		{"node": "node-2", "rule": "redis-unknown-apart", "reason": "redis: replica web/sessions-redis-cluster-4 of cluster sessions already on this node", "peer": "u4"},
-		{"node": "node-3", "rule": "redis-unknown-apart", "reason": "redis: unknown web/sessions-redis-cluster-5 of cluster sessions already on this node", "peer": "u5"},
+	pending := web_pending("sessions-redis-cluster-2", redis_cluster("sessions-redis-cluster-2", {}))
+	{[p.uid, s.rule, s.reason] | some p in peers; some s in f.separates(pending, p)} == {
+		["u0", "redis-unknown-apart", "redis: master {pod} of cluster sessions already on this node"],
+		["u4", "redis-unknown-apart", "redis: replica {pod} of cluster sessions already on this node"],
+		["u5", "redis-unknown-apart", "redis: unknown {pod} of cluster sessions already on this node"],
 	}
 }
 
@@ -127,16 +114,13 @@ test_redis_cluster_live_roles_by_shard if {
 		f.pod("sessions-redis-cluster-1", "web", "u1", "node-2", redis_cluster("sessions-redis-cluster-1", live("master", "slot-5461"))),
 		f.pod("sessions-redis-cluster-4", "web", "u4", "node-3", redis_cluster("sessions-redis-cluster-4", live("replica", "slot-0"))),
 	]
-	conflicts == {{
-		"node": "node-1",
-		"rule": "redis-master-replica",
-		"reason": "redis: master web/sessions-redis-cluster-0 of cluster sessions (shard slot-0) already on this node",
-		"peer": "u0",
-	}} with input as {"pod": web_pending("sessions-redis-cluster-3", redis_cluster("sessions-redis-cluster-3", live("replica", "slot-0"))), "peers": peers}
-	{[c.peer, c.rule] | some c in conflicts} == {["u0", "redis-masters"], ["u1", "redis-masters"]} with input as {
-		"pod": web_pending("sessions-redis-cluster-2", redis_cluster("sessions-redis-cluster-2", live("master", "slot-10923"))),
-		"peers": peers,
-	}
+	replica := web_pending("sessions-redis-cluster-3", redis_cluster("sessions-redis-cluster-3", live("replica", "slot-0")))
+	{[p.uid, s.rule, s.reason] | some p in peers; some s in f.separates(replica, p)} == {[
+		"u0", "redis-master-replica",
+		"redis: master {pod} of cluster sessions (shard slot-0) already on this node",
+	]}
+	master := web_pending("sessions-redis-cluster-2", redis_cluster("sessions-redis-cluster-2", live("master", "slot-10923")))
+	{[p.uid, s.rule] | some p in peers; some s in f.separates(master, p)} == {["u0", "redis-masters"], ["u1", "redis-masters"]}
 }
 
 # The chart's post-upgrade Job pod has the chart's labels but is no member.
@@ -147,10 +131,8 @@ test_redis_cluster_update_job_not_a_member if {
 		"helm.sh/chart": "redis-cluster-13.0.5",
 		"job-name": "sessions-redis-cluster-cluster-update",
 	}
-	count(conflicts) == 0 with input as {
-		"pod": web_pending("sessions-redis-cluster-2", redis_cluster("sessions-redis-cluster-2", {})),
-		"peers": [f.pod("sessions-redis-cluster-cluster-update-x7k2p", "web", "j", "node-1", job)],
-	}
+	pending := web_pending("sessions-redis-cluster-2", redis_cluster("sessions-redis-cluster-2", {}))
+	count(f.separates(pending, f.pod("sessions-redis-cluster-cluster-update-x7k2p", "web", "j", "node-1", job))) == 0
 }
 
 # A pod of unknown role may be a master: never a preemption victim.
@@ -175,14 +157,10 @@ test_ot_cluster_redis_role_not_statefulset_role if {
 	]
 
 	# No live shard yet: one shard "", so the master stays off every replica.
-	{[c.peer, c.rule] | some c in conflicts} == {["f0", "redis-masters"], ["l1", "redis-master-replica"]} with input as {
-		"pod": f.pending("orders-leader-0", ot("leader", {"redis-role": "master"})),
-		"peers": peers,
-	}
-	{[c.peer, c.rule] | some c in conflicts} == {["l1", "redis-unknown-apart"], ["f0", "redis-unknown-apart"]} with input as {
-		"pod": f.pending("orders-leader-2", ot("leader", {})),
-		"peers": peers,
-	}
+	master := f.pending("orders-leader-0", ot("leader", {"redis-role": "master"}))
+	{[p.uid, s.rule] | some p in peers; some s in f.separates(master, p)} == {["f0", "redis-masters"], ["l1", "redis-master-replica"]}
+	unknown := f.pending("orders-leader-2", ot("leader", {}))
+	{[p.uid, s.rule] | some p in peers; some s in f.separates(unknown, p)} == {["l1", "redis-unknown-apart"], ["f0", "redis-unknown-apart"]}
 }
 
 # spotahome RedisFailover "cache": StatefulSet rfr-cache.
@@ -202,27 +180,20 @@ test_spotahome_template_slave_is_unknown if {
 		f.pod("rfr-cache-1", "shop", "u1", "node-1", rf("master")),
 		f.pod("rfr-cache-2", "shop", "u2", "node-2", object.union(rf("slave"), {"regosched.io/role": "replica"})),
 	]
-	{[c.peer, c.rule] | some c in conflicts} == {["u1", "redis-unknown-apart"], ["u2", "redis-unknown-apart"]} with input as {
-		"pod": f.pending("rfr-cache-0", rf("slave")),
-		"peers": peers,
-	}
-	{[c.peer, c.rule] | some c in conflicts} == {["u1", "redis-master-replica"]} with input as {
-		"pod": f.pending("rfr-cache-0", object.union(rf("slave"), {"regosched.io/role": "replica"})),
-		"peers": peers,
-	}
+	template := f.pending("rfr-cache-0", rf("slave"))
+	{[p.uid, s.rule] | some p in peers; some s in f.separates(template, p)} == {["u1", "redis-unknown-apart"], ["u2", "redis-unknown-apart"]}
+	replica := f.pending("rfr-cache-0", object.union(rf("slave"), {"regosched.io/role": "replica"}))
+	{[p.uid, s.rule] | some p in peers; some s in f.separates(replica, p)} == {["u1", "redis-master-replica"]}
 }
 
 # ECK data tiers: node-data is "false" on a hot-tier pod, node-data_hot "true".
 test_eck_hot_tier_pods_apart if {
-	conflicts == {{
-		"node": "node-1",
+	pending := f.pod("quickstart-es-hot-1", "logs", "pending", "", eck("quickstart", "quickstart-es-hot", ["data_hot", "data_content", "ingest"]))
+	peer := f.pod("quickstart-es-hot-0", "logs", "u0", "node-1", eck("quickstart", "quickstart-es-hot", ["data_hot", "data_content", "ingest"]))
+	f.separates(pending, peer) == {{
 		"rule": "elasticsearch-eck-data",
-		"reason": "elasticsearch: data logs/quickstart-es-hot-0 of cluster quickstart already on this node",
-		"peer": "u0",
-	}} with input as {
-		"pod": f.pod("quickstart-es-hot-1", "logs", "pending", "", eck("quickstart", "quickstart-es-hot", ["data_hot", "data_content", "ingest"])),
-		"peers": [f.pod("quickstart-es-hot-0", "logs", "u0", "node-1", eck("quickstart", "quickstart-es-hot", ["data_hot", "data_content", "ingest"]))],
-	}
+		"reason": "elasticsearch: data {pod} of cluster quickstart already on this node",
+	}}
 }
 
 # Every tier holds shards: hot, warm, cold and frozen pods keep apart too;
@@ -236,7 +207,7 @@ test_eck_tiers_and_free_roles if {
 		f.pod("quickstart-es-coord-0", "logs", "x", "node-4", eck("quickstart", "quickstart-es-coord", [])),
 		f.pod("quickstart-es-ml-0", "logs", "m", "node-4", eck("quickstart", "quickstart-es-ml", ["ml", "remote_cluster_client"])),
 	]
-	{[c.peer, c.node] | some c in conflicts} == {["w", "node-1"], ["c", "node-2"], ["z", "node-3"]} with input as {"pod": pending, "peers": peers}
+	{p.uid | some p in peers; count(f.separates(pending, p)) > 0} == {"w", "c", "z"}
 }
 
 # Master-eligible pods (voting-only ones too) keep apart for quorum; a
@@ -248,10 +219,10 @@ test_eck_masters_apart if {
 		f.pod("quickstart-es-voting-0", "logs", "v0", "node-2", eck("quickstart", "quickstart-es-voting", ["master", "voting_only"])),
 		f.pod("quickstart-es-hot-0", "logs", "h0", "node-3", eck("quickstart", "quickstart-es-hot", ["data_hot"])),
 	]
-	got := conflicts with input as {"pod": pending, "peers": peers}
-	got == {
-		{"node": "node-1", "rule": "elasticsearch-eck-masters", "reason": "elasticsearch: master logs/quickstart-es-masters-0 of cluster quickstart already on this node", "peer": "m0"},
-		{"node": "node-2", "rule": "elasticsearch-eck-masters", "reason": "elasticsearch: master logs/quickstart-es-voting-0 of cluster quickstart already on this node", "peer": "v0"},
+	reason := "elasticsearch: master {pod} of cluster quickstart already on this node"
+	{[p.uid, s.rule, s.reason] | some p in peers; some s in f.separates(pending, p)} == {
+		["m0", "elasticsearch-eck-masters", reason],
+		["v0", "elasticsearch-eck-masters", reason],
 	}
 }
 
@@ -275,17 +246,11 @@ test_bitnami_elasticsearch_masters_and_data if {
 		f.pod("logs-elasticsearch-data-0", "search", "d0", "node-2", bes("data", 0)),
 		f.pod("logs-elasticsearch-coordinating-0", "search", "c0", "node-1", bes("coordinating-only", 0)),
 	]
-	{[c.peer, c.rule] | some c in conflicts} == {["m0", "elasticsearch-masters"]} with input as {
-		"pod": f.pod("logs-elasticsearch-master-1", "search", "pending", "", bes("master", 1)),
-		"peers": peers,
-	}
-	conflicts == {{
-		"node": "node-2",
-		"rule": "elasticsearch-data",
-		"reason": "elasticsearch: data search/logs-elasticsearch-data-0 of cluster logs already on this node",
-		"peer": "d0",
-	}} with input as {
-		"pod": f.pod("logs-elasticsearch-data-1", "search", "pending", "", bes("data", 1)),
-		"peers": peers,
-	}
+	master := f.pod("logs-elasticsearch-master-1", "search", "pending", "", bes("master", 1))
+	{[p.uid, s.rule] | some p in peers; some s in f.separates(master, p)} == {["m0", "elasticsearch-masters"]}
+	data_pod := f.pod("logs-elasticsearch-data-1", "search", "pending", "", bes("data", 1))
+	{[p.uid, s.rule, s.reason] | some p in peers; some s in f.separates(data_pod, p)} == {[
+		"d0", "elasticsearch-data",
+		"elasticsearch: data {pod} of cluster logs already on this node",
+	]}
 }
