@@ -75,7 +75,7 @@ func TestTimedOutBindingThatCommittedKeepsItsPlacement(t *testing.T) {
 	}
 	// The peer's filter goes through the fake API, where it is pending.
 	d.opts.Client = fakeClient
-	res, err := d.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: pendingPod(b), NodeNames: names("node-1", "node-2")})
+	res, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{Pod: pendingPod(b), NodeNames: names("node-1", "node-2")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,7 +88,7 @@ func TestBindBurst(t *testing.T) {
 
 	all := names("node-1", "node-2")
 	for _, p := range []*placement.Pod{a, b} {
-		res, err := d.Filter(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(p), NodeNames: names(*all...)})
+		res, err := d.FilterAnswer(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(p), NodeNames: names(*all...)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +112,7 @@ func TestBindBurst(t *testing.T) {
 	}
 	// Back in the queue, the pod is filtered again: node-1 is gone at once,
 	// with no wait, because the first binding was recorded by Bind itself.
-	res, err := d.Filter(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(b), NodeNames: names(*all...)})
+	res, err := d.FilterAnswer(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(b), NodeNames: names(*all...)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestBindRecordsThePlacementBeforeTheAPIBinding(t *testing.T) {
 			createPending(t, client, a)
 			createPending(t, client, b)
 			all := names("node-1", "node-2")
-			if _, err := d.Filter(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(a), NodeNames: names(*all...)}); err != nil {
+			if _, err := d.FilterAnswer(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(a), NodeNames: names(*all...)}); err != nil {
 				t.Fatal(err)
 			}
 
@@ -284,7 +284,7 @@ func TestBindRecordsThePlacementBeforeTheAPIBinding(t *testing.T) {
 			// The API binding of a hangs; b's filter must neither wait for it
 			// nor miss it.
 			start := time.Now()
-			res, err := d.Filter(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(b), NodeNames: names(*all...)})
+			res, err := d.FilterAnswer(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(b), NodeNames: names(*all...)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -298,7 +298,7 @@ func TestBindRecordsThePlacementBeforeTheAPIBinding(t *testing.T) {
 			if err := <-done; (err != nil) != (tc.apiErr != nil) {
 				t.Fatalf("Bind() error = %v, want error %v", err, tc.apiErr != nil)
 			}
-			res, err = d.Filter(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(b), NodeNames: names(*all...)})
+			res, err = d.FilterAnswer(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(b), NodeNames: names(*all...)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -309,7 +309,7 @@ func TestBindRecordsThePlacementBeforeTheAPIBinding(t *testing.T) {
 				return
 			}
 			time.Sleep(d.opts.InFlightTTL + 100*time.Millisecond)
-			res, err = d.Filter(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(b), NodeNames: names(*all...)})
+			res, err = d.FilterAnswer(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(b), NodeNames: names(*all...)})
 			if err != nil {
 				t.Fatal(err)
 			}

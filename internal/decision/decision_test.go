@@ -25,10 +25,10 @@ func TestNoPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := &extenderv1.ExtenderArgs{Pod: pendingPod(esData("es-data-0", "")), NodeNames: names("node-1")}
-	if _, err := d.Filter(context.Background(), args); !errors.Is(err, ErrNoPolicy) {
+	if _, err := d.FilterAnswer(context.Background(), args); !errors.Is(err, ErrNoPolicy) {
 		t.Errorf("Filter() error = %v, want ErrNoPolicy", err)
 	}
-	if _, err := d.Prioritize(context.Background(), args); !errors.Is(err, ErrNoPolicy) {
+	if _, err := d.PrioritizeList(context.Background(), args); !errors.Is(err, ErrNoPolicy) {
 		t.Errorf("Prioritize() error = %v, want ErrNoPolicy", err)
 	}
 }
@@ -43,7 +43,7 @@ func TestDenialsAreLogged(t *testing.T) {
 	d.log = log
 	pending := esData("es-data-1", "")
 	createPending(t, client, pending)
-	if _, err := d.Filter(context.Background(), &extenderv1.ExtenderArgs{
+	if _, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{
 		Pod: pendingPod(pending), NodeNames: names("node-1", "node-2"),
 	}); err != nil {
 		t.Fatal(err)

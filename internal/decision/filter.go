@@ -16,13 +16,73 @@ import (
 	"github.com/regosched/regosched/internal/policy"
 )
 
-// Filter removes the candidate nodes on which the pending pod would break a
-// hard rule. A removed node goes to FailedNodes when every conflicting peer
-// on it has a lower priority than the pod (preemption may help), otherwise to
-// FailedAndUnresolvableNodes. The result echoes the form of the request:
-// NodeNames for NodeNames, Nodes for Nodes, in a list of its own: args is
-// left as it came.
-func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error) {
+// Verdict is filter's decision on one pod's candidate nodes: which fail, and
+// why. Answer and AnswerInPlace turn it into the extender's answer.
+type Verdict struct {
+	// failed holds FailedNodes and FailedAndUnresolvableNodes only.
+	failed *extenderv1.ExtenderFilterResult
+	// kept holds the runs of passing candidates, start and end index in
+	// pairs, in the request's order.
+	kept []int
+}
+
+// NewVerdict is the verdict that fails the candidates of args in failed
+// (preemption may help) and unresolvable, with their reasons, and passes the
+// rest: for deciders other than Filter, such as test doubles.
+func NewVerdict(args *extenderv1.ExtenderArgs, failed, unresolvable extenderv1.FailedNodesMap) *Verdict {
+	var kept []int
+	start := 0
+	for i, name := range candidateNames(args) {
+		_, a := failed[name]
+		_, b := unresolvable[name]
+		if a || b {
+			kept = append(kept, start, i)
+			start = i + 1
+		}
+	}
+	kept = append(kept, start, len(candidateNames(args)))
+	return &Verdict{
+		failed: &extenderv1.ExtenderFilterResult{FailedNodes: failed, FailedAndUnresolvableNodes: unresolvable},
+		kept:   compactRuns(kept),
+	}
+}
+
+// Answer is the extender's answer to args, the request the verdict is on:
+// the failing candidates with their reasons, and the passing ones in the
+// request's form (NodeNames for NodeNames, Nodes for Nodes) in a list of
+// their own. args is left as it came.
+func (v *Verdict) Answer(args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
+	r := *v.failed
+	switch {
+	case args.NodeNames != nil:
+		names := collect(*args.NodeNames, v.kept)
+		r.NodeNames = &names
+	case args.Nodes != nil:
+		r.Nodes = &v1.NodeList{ListMeta: args.Nodes.ListMeta, Items: collect(args.Nodes.Items, v.kept)}
+	}
+	return &r
+}
+
+// AnswerInPlace is Answer for a caller that owns args' candidate list and
+// reads it no more: the passing candidates are moved to its front, which
+// spares a copy of thousands of candidates per request.
+func (v *Verdict) AnswerInPlace(args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
+	r := *v.failed
+	switch {
+	case args.NodeNames != nil:
+		names := moveToFront(*args.NodeNames, v.kept)
+		r.NodeNames = &names
+	case args.Nodes != nil:
+		r.Nodes = &v1.NodeList{ListMeta: args.Nodes.ListMeta, Items: moveToFront(args.Nodes.Items, v.kept)}
+	}
+	return &r
+}
+
+// Filter judges the candidate nodes of args: a node fails where the pending
+// pod would break a hard rule, as FailedNodes when every conflicting peer on
+// it has a lower priority than the pod (preemption may help), otherwise as
+// FailedAndUnresolvableNodes. args is only read.
+func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*Verdict, error) {
 	s, err := d.lookup(ctx, args.Pod, true)
 	if err != nil {
 		return nil, err
@@ -39,7 +99,6 @@ func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*e
 	if d.opts.SoftInFilter {
 		kept = d.keepBestTier(args, s, penalties, result, kept)
 	}
-	keep(args, result, kept)
 	if len(kept) > 0 && d.isPendingPod(ctx, s) {
 		// From now until its binding is seen, this pod holds its peers'
 		// filter calls back (when in-flight tracking is on): they must not
@@ -47,7 +106,16 @@ func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*e
 		// verb an API read of the pod.
 		d.placements.Reserve(s.pod, s.keys, d.opts.InFlightTTL, s.policy.Origin())
 	}
-	return result, nil
+	return &Verdict{failed: result, kept: kept}, nil
+}
+
+// FilterAnswer is Filter's verdict as the extender's answer (Answer).
+func (d *Decider) FilterAnswer(ctx context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error) {
+	v, err := d.Filter(ctx, args)
+	if err != nil {
+		return nil, err
+	}
+	return v.Answer(args), nil
 }
 
 // isPendingPod reports whether s's pod, as the filter call describes it, is a
@@ -210,16 +278,18 @@ func compactRuns(kept []int) []int {
 	return out
 }
 
-// keep sets the kept candidates of result, in the form of the request
-// (NodeNames for NodeNames, Nodes for Nodes), copied from its runs kept.
-func keep(args *extenderv1.ExtenderArgs, result *extenderv1.ExtenderFilterResult, kept []int) {
-	switch {
-	case args.NodeNames != nil:
-		names := collect(*args.NodeNames, kept)
-		result.NodeNames = &names
-	case args.Nodes != nil:
-		result.Nodes = &v1.NodeList{ListMeta: args.Nodes.ListMeta, Items: collect(args.Nodes.Items, kept)}
+// moveToFront moves the runs kept of s to its front, in order, and returns
+// that front part. copy handles the overlap, which is always towards the
+// front.
+func moveToFront[T any](s []T, kept []int) []T {
+	n := 0
+	for r := 0; r < len(kept); r += 2 {
+		if kept[r] != n { // a run already in place is not copied onto itself
+			copy(s[n:], s[kept[r]:kept[r+1]])
+		}
+		n += kept[r+1] - kept[r]
 	}
+	return s[:n]
 }
 
 // collect returns the runs kept of s, in order, in a new slice.

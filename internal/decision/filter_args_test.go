@@ -110,7 +110,7 @@ func TestFilterLeavesArgsAsTheyCame(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d, _ := newDeciderWith(t, tt.peers, prometheus.NewRegistry(), tt.opts)
 			before := tt.args.DeepCopy()
-			got, err := d.Filter(context.Background(), tt.args)
+			got, err := d.FilterAnswer(context.Background(), tt.args)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -114,7 +114,7 @@ func TestFilter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, _ := newDecider(t, tt.peers, prometheus.NewRegistry())
-			got, err := d.Filter(context.Background(), &extenderv1.ExtenderArgs{
+			got, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{
 				Pod: pendingPod(tt.pod), NodeNames: names(candidates...),
 			})
 			if err != nil {
@@ -136,7 +136,7 @@ func TestFilterFullNodes(t *testing.T) {
 	for _, n := range []string{"node-1", "node-2", "node-3"} {
 		nodes.Items = append(nodes.Items, v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: zones[n]}})
 	}
-	got, err := d.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: pendingPod(esData("es-data-2", "")), Nodes: nodes})
+	got, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{Pod: pendingPod(esData("es-data-2", "")), Nodes: nodes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestFilterFullNodes(t *testing.T) {
 func TestFilterCountsDenials(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	d, _ := newDecider(t, []*placement.Pod{esData("es-data-0", "node-1")}, reg)
-	if _, err := d.Filter(context.Background(), &extenderv1.ExtenderArgs{
+	if _, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{
 		Pod: pendingPod(esData("es-data-1", "")), NodeNames: names("node-1", "node-2"),
 	}); err != nil {
 		t.Fatal(err)
@@ -190,7 +190,7 @@ func TestFilterRefreshesStalePeersBeforeRefusingEverything(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d, _ := newDecider(t, []*placement.Pod{peer}, prometheus.NewRegistry())
 			d.opts.Client = fake.NewClientset(tt.api...)
-			got, err := d.Filter(context.Background(), &extenderv1.ExtenderArgs{
+			got, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{
 				Pod: pendingPod(esData("es-data-1", "")), NodeNames: names("node-1"),
 			})
 			if err != nil {
@@ -243,7 +243,7 @@ func TestFilterUsesPendingDescriptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := d.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: tt.pod, NodeNames: names("node-1", "node-2")})
+			got, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{Pod: tt.pod, NodeNames: names("node-1", "node-2")})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -85,7 +85,7 @@ func TestForgedFilterLeavesNoReservationBindTrusts(t *testing.T) {
 	}
 	forged := profilePod(m1, "regosched")
 	forged.Labels = nil
-	if _, err := d.Filter(ctx, &extenderv1.ExtenderArgs{Pod: forged, NodeNames: names("node-1")}); err != nil {
+	if _, err := d.FilterAnswer(ctx, &extenderv1.ExtenderArgs{Pod: forged, NodeNames: names("node-1")}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, _, ok := d.placements.Reserved(m1.UID); ok {
@@ -104,7 +104,7 @@ func TestForgedFilterLeavesNoReservationBindTrusts(t *testing.T) {
 	}
 
 	// The real filter call of that pod does reserve.
-	if _, err := d.Filter(ctx, &extenderv1.ExtenderArgs{Pod: profilePod(m1, "regosched"), NodeNames: names("node-2")}); err != nil {
+	if _, err := d.FilterAnswer(ctx, &extenderv1.ExtenderArgs{Pod: profilePod(m1, "regosched"), NodeNames: names("node-2")}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, _, ok := d.placements.Reserved(m1.UID); !ok {

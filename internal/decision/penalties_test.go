@@ -61,7 +61,7 @@ func TestFilterSoftInFilter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, _ := newDeciderWith(t, tt.peers, prometheus.NewRegistry(), Options{SoftInFilter: true})
-			got, err := d.Filter(context.Background(), &extenderv1.ExtenderArgs{
+			got, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{
 				Pod: pendingPod(tt.pod), NodeNames: names(candidates...),
 			})
 			if err != nil {

@@ -2,6 +2,7 @@ package decision
 
 import (
 	"context"
+	"iter"
 	"math"
 	"sync"
 
@@ -10,23 +11,23 @@ import (
 	"github.com/regosched/regosched/internal/policy"
 )
 
-// Prioritize scores candidates 0..MaxExtenderPriority: the node with the
-// highest total penalty scores 0, a node with none scores the maximum.
-// Nodes that score 0 are left out of the answer (kube-scheduler scores a
-// missing node 0), and a pod with no peers gets an empty list: no preference.
-// The list is nil when no node scores; the HTTP handler writes it as [].
-func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
+// Prioritize scores the candidates of args 0..MaxExtenderPriority: the node
+// with the highest total penalty scores 0, a node with none scores the
+// maximum. The scores come as a sequence of host and score in the
+// candidates' order, without the nodes that score 0 (kube-scheduler scores a
+// missing node 0); a pod with no peers gets none: no preference. The
+// sequence reads args' candidates, and may be ranged over once.
+func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (iter.Seq2[string, int64], error) {
 	penalties, err := d.penalties(ctx, args)
 	if err != nil {
 		return nil, err
 	}
 	table, ok := newPenaltyTable(penalties)
 	if !ok {
-		return nil, nil
+		return noScores, nil
 	}
 	names := candidateNames(args)
 	totals := d.totals.get(len(names))
-	defer d.totals.put(totals)
 	var highest float64
 	for i, name := range names {
 		total := table.total(d, args, i, name)
@@ -36,16 +37,37 @@ func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs)
 		}
 	}
 	if highest == 0 {
-		return nil, nil
+		d.totals.put(totals)
+		return noScores, nil
 	}
-	out := make(extenderv1.HostPriorityList, 0, len(names))
-	for i, name := range names {
-		score := int64(math.Round(float64(extenderv1.MaxExtenderPriority) * (highest - totals[i]) / highest))
-		if score > 0 {
-			out = append(out, extenderv1.HostPriority{Host: name, Score: score})
+	return func(yield func(string, int64) bool) {
+		if totals == nil {
+			return // ranged over already
 		}
+		defer func() { d.totals.put(totals); totals = nil }()
+		for i, name := range names {
+			score := int64(math.Round(float64(extenderv1.MaxExtenderPriority) * (highest - totals[i]) / highest))
+			if score > 0 && !yield(name, score) {
+				return
+			}
+		}
+	}, nil
+}
+
+func noScores(func(string, int64) bool) {}
+
+// PrioritizeList is Prioritize's scores as the extender's answer, in a list
+// of their own; nil when no node scores.
+func (d *Decider) PrioritizeList(ctx context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
+	scores, err := d.Prioritize(ctx, args)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	var list extenderv1.HostPriorityList
+	for host, score := range scores {
+		list = append(list, extenderv1.HostPriority{Host: host, Score: score})
+	}
+	return list, nil
 }
 
 // penalties are those filter computed for this pod just before, or else

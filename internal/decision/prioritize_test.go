@@ -60,7 +60,7 @@ func TestPrioritize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, _ := newDecider(t, tt.peers, prometheus.NewRegistry())
-			got, err := d.Prioritize(context.Background(), &extenderv1.ExtenderArgs{
+			got, err := d.PrioritizeList(context.Background(), &extenderv1.ExtenderArgs{
 				Pod: pendingPod(tt.pod), NodeNames: names(candidates...),
 			})
 			if err != nil {
@@ -81,7 +81,7 @@ func TestPrioritizeFullNodesUsesRequestLabels(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"topology.kubernetes.io/zone": "zone-a"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "node-b", Labels: map[string]string{"topology.kubernetes.io/zone": "zone-b"}}},
 	}}
-	got, err := d.Prioritize(context.Background(), &extenderv1.ExtenderArgs{Pod: pendingPod(esData("es-data-1", "")), Nodes: nodes})
+	got, err := d.PrioritizeList(context.Background(), &extenderv1.ExtenderArgs{Pod: pendingPod(esData("es-data-1", "")), Nodes: nodes})
 	if err != nil {
 		t.Fatal(err)
 	}

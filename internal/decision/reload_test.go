@@ -90,7 +90,7 @@ func TestBindAfterAReloadJudgesUnderTheNewPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	res, err := d.Filter(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(pending), NodeNames: names("node-1", "node-2")})
+	res, err := d.FilterAnswer(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(pending), NodeNames: names("node-1", "node-2")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ func TestPrioritizeUsesFilterPenalties(t *testing.T) {
 	args := func() *extenderv1.ExtenderArgs {
 		return &extenderv1.ExtenderArgs{Pod: pod, NodeNames: names("node-1", "node-2", "node-3")}
 	}
-	if _, err := d.Filter(ctx, args()); err != nil {
+	if _, err := d.FilterAnswer(ctx, args()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := client.CoreV1().Pods("logs").Create(ctx, podObject(esData("es-data-1", "node-2")), metav1.CreateOptions{}); err != nil {
@@ -73,7 +73,7 @@ func TestPrioritizeUsesFilterPenalties(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("cache never saw es-data-1: %v", err)
 	}
-	got, err := d.Prioritize(ctx, args())
+	got, err := d.PrioritizeList(ctx, args())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestPrioritizeUsesFilterPenalties(t *testing.T) {
 		t.Errorf("Prioritize() after filter mismatch (-want +got):\n%s", diff)
 	}
 	// Without a preceding filter, prioritize evaluates the current peers.
-	got, err = d.Prioritize(ctx, args())
+	got, err = d.PrioritizeList(ctx, args())
 	if err != nil {
 		t.Fatal(err)
 	}

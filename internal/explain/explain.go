@@ -166,7 +166,7 @@ func Explain(ctx context.Context, pod *corev1.Pod, opts Options) (*Report, error
 		return nil, err
 	}
 	names := cache.NodeNames()
-	filtered, err := decider.Filter(ctx, &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &names})
+	filtered, err := decider.FilterAnswer(ctx, &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &names})
 	if err != nil {
 		return nil, fmt.Errorf("filter: %w", err)
 	}
@@ -181,7 +181,7 @@ func Explain(ctx context.Context, pod *corev1.Pod, opts Options) (*Report, error
 	if len(kept) > 0 {
 		// Only the nodes filter kept, as the scheduler does: the scores are
 		// relative to the worst candidate, so a rejected node must not count.
-		prios, err := decider.Prioritize(ctx, &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &kept})
+		prios, err := decider.PrioritizeList(ctx, &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &kept})
 		if err != nil {
 			return nil, fmt.Errorf("prioritize: %w", err)
 		}

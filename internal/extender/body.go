@@ -57,7 +57,8 @@ func decode[A any](b *bodyBuffers, body io.Reader, size, limit int64, decode fun
 
 // recycled keeps slices of E between requests: the slice the candidates'
 // NodeNames decode into, one string header per candidate node of every
-// filter and prioritize request. Decoding into a slice with room writes the
+// filter and prioritize request, and the list prioritize answers with, one
+// entry per scored candidate. Decoding into a slice with room writes the
 // names in place (goccy/go-json, like encoding/json, appends to the slice
 // it is given); without room it decodes into a scratch buffer and copies
 // from there into a new slice.

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"net/http/pprof"
 	"strings"
@@ -22,6 +23,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/regosched/regosched/internal/decision"
 )
 
 // DefaultMaxBodyBytes bounds a request body. A scheduler that is not
@@ -37,8 +40,8 @@ const DefaultMaxConcurrent = 16
 
 // Decider answers the extender verbs.
 type Decider interface {
-	Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error)
-	Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error)
+	Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*decision.Verdict, error)
+	Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (iter.Seq2[string, int64], error)
 	Preempt(ctx context.Context, args *extenderv1.ExtenderPreemptionArgs) (*extenderv1.ExtenderPreemptionResult, error)
 	Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) error
 }
@@ -78,12 +81,14 @@ type Config struct {
 }
 
 type handler struct {
-	cfg      Config
-	slots    chan struct{} // one per verb request being served
-	bodies   bodyBuffers
-	args     argsDecoder
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	cfg    Config
+	slots  chan struct{} // one per verb request being served
+	bodies bodyBuffers
+	args   argsDecoder
+	// priorities recycles the lists prioritize answers with.
+	priorities recycled[extenderv1.HostPriority]
+	requests   *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
 }
 
 // New returns the HTTP handler of the whole API.
@@ -141,6 +146,8 @@ type outcome struct {
 	body   any
 	label  string
 	err    error
+	// written, when set, runs once body is written (to recycle its memory).
+	written func()
 }
 
 // verb wraps an extender verb: body limit, decoding, metrics and logging.
@@ -181,6 +188,9 @@ func verb[A any](h *handler, name string, decodeBody func([]byte) (*A, error), a
 			out.body = errorBody{Error: out.err.Error()}
 		}
 		writeJSON(w, out.status, out.body)
+		if out.written != nil {
+			out.written()
+		}
 		if args != nil && release != nil {
 			defer release(args) // after the log below, which reads the pod
 		}
@@ -201,25 +211,31 @@ func verb[A any](h *handler, name string, decodeBody func([]byte) (*A, error), a
 }
 
 func (h *handler) filter(ctx context.Context, args *extenderv1.ExtenderArgs) outcome {
-	res, err := h.cfg.Decider.Filter(ctx, args)
+	verdict, err := h.cfg.Decider.Filter(ctx, args)
 	if err != nil {
 		// The Error field reaches the scheduler's logs and the pod's events,
 		// where a bare status code would not.
 		return outcome{status: http.StatusOK, label: "error", err: err,
 			body: &extenderv1.ExtenderFilterResult{Error: err.Error()}}
 	}
-	return outcome{status: http.StatusOK, label: "ok", body: res}
+	// args was decoded for this request alone, and nothing reads its
+	// candidates after the answer: the answer may reuse their list.
+	return outcome{status: http.StatusOK, label: "ok", body: verdict.AnswerInPlace(args)}
 }
 
 func (h *handler) prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) outcome {
-	res, err := h.cfg.Decider.Prioritize(ctx, args)
+	scores, err := h.cfg.Decider.Prioritize(ctx, args)
 	if err != nil {
 		return outcome{status: http.StatusInternalServerError, label: "error", err: err}
 	}
-	if res == nil {
-		res = extenderv1.HostPriorityList{} // [], not null: no candidate scored
+	list := h.priorities.get()
+	for host, score := range scores {
+		list = append(list, extenderv1.HostPriority{Host: host, Score: score})
 	}
-	return outcome{status: http.StatusOK, label: "ok", body: res}
+	if list == nil {
+		list = extenderv1.HostPriorityList{} // [], not null: no candidate scored
+	}
+	return outcome{status: http.StatusOK, label: "ok", body: extenderv1.HostPriorityList(list), written: func() { h.priorities.put(list) }}
 }
 
 func (h *handler) preempt(ctx context.Context, args *extenderv1.ExtenderPreemptionArgs) outcome {
@@ -251,105 +267,6 @@ func podName(args any) string {
 		return a.PodNamespace + "/" + a.PodName
 	}
 	return ""
-}
-
-// decodeJSON decodes one JSON document into v and rejects anything after it.
-//
-// It uses goccy/go-json, a drop-in replacement for encoding/json (same
-// struct tags, case-insensitive keys, json.Unmarshaler methods, errors),
-// because decoding the scheduler's request is most of an extender's work
-// and it decodes several times faster (docs/performance.md). Decoded
-// strings share a few blocks per request instead of one allocation each;
-// the decisions keep them no longer than a pod stays in flight.
-func decodeJSON(data []byte, v any, what string) error {
-	if err := gojson.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("decoding %s: %w", what, err)
-	}
-	return nil
-}
-
-// argsDecoder reads the body of filter and prioritize, into recycled
-// NodeNames.
-type argsDecoder struct {
-	names recycled[string]
-}
-
-// decode decodes body; release gives the result's memory back.
-func (a *argsDecoder) decode(body []byte) (*extenderv1.ExtenderArgs, error) {
-	room := a.names.get()
-	args, err := decodeArgs(body, room)
-	if err != nil || args.NodeNames == nil || len(*args.NodeNames) == 0 {
-		// Nothing will read room: back it goes, cleared to its capacity as
-		// a failed decode may have written into it.
-		a.names.put(room[:cap(room)])
-	}
-	return args, err
-}
-
-// release recycles the NodeNames of args, decoded by decode, once nothing
-// reads them: after the answer is written and logged.
-func (a *argsDecoder) release(args *extenderv1.ExtenderArgs) {
-	if args.NodeNames != nil && len(*args.NodeNames) > 0 {
-		a.names.put(*args.NodeNames)
-	}
-}
-
-// decodeArgs decodes the body of filter and prioritize. NodeNames are
-// decoded into room when it has any (room is then the caller's no more);
-// room may be nil.
-func decodeArgs(body []byte, room []string) (*extenderv1.ExtenderArgs, error) {
-	var args extenderv1.ExtenderArgs
-	names := room[:0]
-	if cap(names) > 0 {
-		args.NodeNames = &names
-	}
-	err := decodeJSON(body, &args, "ExtenderArgs")
-	if err == nil && args.NodeNames == &names {
-		switch {
-		case names == nil:
-			args.NodeNames = nil // "NodeNames": null, as with full Node objects
-		case len(names) == 0:
-			// An empty list and no NodeNames key at all both leave room
-			// empty. The scheduler sends neither (it sends null or
-			// candidates), so telling them apart may cost a second decode.
-			args = extenderv1.ExtenderArgs{}
-			err = decodeJSON(body, &args, "ExtenderArgs")
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	if args.Pod == nil {
-		return nil, errors.New("ExtenderArgs has no Pod")
-	}
-	if args.NodeNames == nil && args.Nodes == nil {
-		return nil, errors.New("ExtenderArgs has neither NodeNames nor Nodes")
-	}
-	return &args, nil
-}
-
-// decodePreemptionArgs reads the body of preempt.
-func decodePreemptionArgs(body []byte) (*extenderv1.ExtenderPreemptionArgs, error) {
-	var args extenderv1.ExtenderPreemptionArgs
-	if err := decodeJSON(body, &args, "ExtenderPreemptionArgs"); err != nil {
-		return nil, err
-	}
-	if args.Pod == nil {
-		return nil, errors.New("ExtenderPreemptionArgs has no Pod")
-	}
-	return &args, nil
-}
-
-// decodeBindingArgs reads the body of bind.
-func decodeBindingArgs(body []byte) (*extenderv1.ExtenderBindingArgs, error) {
-	var args extenderv1.ExtenderBindingArgs
-	if err := decodeJSON(body, &args, "ExtenderBindingArgs"); err != nil {
-		return nil, err
-	}
-	if args.PodName == "" || args.PodNamespace == "" || args.PodUID == "" || args.Node == "" {
-		return nil, errors.New("ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node")
-	}
-	return &args, nil
 }
 
 type errorBody struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -16,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/regosched/regosched/internal/decision"
 )
 
 // stubDecider answers with fixed values and records what it was asked.
@@ -40,14 +43,27 @@ func keepArgs(args *extenderv1.ExtenderArgs) *extenderv1.ExtenderArgs {
 	return &kept
 }
 
-func (s *stubDecider) Filter(_ context.Context, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error) {
+// Filter fails the candidates s.filter fails, with its reasons.
+func (s *stubDecider) Filter(_ context.Context, args *extenderv1.ExtenderArgs) (*decision.Verdict, error) {
 	s.got = keepArgs(args)
-	return s.filter, s.err
+	if s.err != nil {
+		return nil, s.err
+	}
+	return decision.NewVerdict(args, s.filter.FailedNodes, s.filter.FailedAndUnresolvableNodes), nil
 }
 
-func (s *stubDecider) Prioritize(_ context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
+func (s *stubDecider) Prioritize(_ context.Context, args *extenderv1.ExtenderArgs) (iter.Seq2[string, int64], error) {
 	s.got = keepArgs(args)
-	return s.priorities, s.err
+	if s.err != nil {
+		return nil, s.err
+	}
+	return func(yield func(string, int64) bool) {
+		for _, p := range s.priorities {
+			if !yield(p.Host, p.Score) {
+				return
+			}
+		}
+	}, nil
 }
 
 func (s *stubDecider) Preempt(_ context.Context, args *extenderv1.ExtenderPreemptionArgs) (*extenderv1.ExtenderPreemptionResult, error) {
@@ -300,11 +316,11 @@ func TestPanicIsRecovered(t *testing.T) {
 
 type panicky struct{}
 
-func (panicky) Filter(context.Context, *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error) {
+func (panicky) Filter(context.Context, *extenderv1.ExtenderArgs) (*decision.Verdict, error) {
 	panic("bug")
 }
 
-func (panicky) Prioritize(context.Context, *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
+func (panicky) Prioritize(context.Context, *extenderv1.ExtenderArgs) (iter.Seq2[string, int64], error) {
 	panic("bug")
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"net"
 	"net/http"
 	"time"
@@ -13,6 +14,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/regosched/regosched/internal/decision"
 	"github.com/regosched/regosched/internal/extender"
 	"github.com/regosched/regosched/test/localcluster"
 )
@@ -31,12 +33,12 @@ type nullExtender struct {
 // nullDecider passes every node and prefers none.
 type nullDecider struct{}
 
-func (nullDecider) Filter(_ context.Context, a *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, error) {
-	return &extenderv1.ExtenderFilterResult{NodeNames: a.NodeNames, Nodes: a.Nodes}, nil
+func (nullDecider) Filter(_ context.Context, a *extenderv1.ExtenderArgs) (*decision.Verdict, error) {
+	return decision.NewVerdict(a, nil, nil), nil
 }
 
-func (nullDecider) Prioritize(context.Context, *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
-	return nil, nil // the handler writes nil as []
+func (nullDecider) Prioritize(context.Context, *extenderv1.ExtenderArgs) (iter.Seq2[string, int64], error) {
+	return func(func(string, int64) bool) {}, nil // the handler writes none as []
 }
 
 func (nullDecider) Preempt(context.Context, *extenderv1.ExtenderPreemptionArgs) (*extenderv1.ExtenderPreemptionResult, error) {
