@@ -71,7 +71,7 @@ func TestExplainCommand(t *testing.T) {
 	t.Logf("regosched explain -f pod.yaml:\n%s", table)
 	for _, want := range []string{
 		"Pod:       " + ns + "/cache-2-master\n",
-		"Policy:    embedded, revision ",
+		"Policy:    embedded default policy, revision ",
 		"Peer keys: redis/" + ns + "/cache\n",
 		ns + "/cache-2-replica on " + r2 + "\n",
 		"Nodes:     8: 5 ok, 0 failed, 3 unresolvable\n",
