@@ -14,7 +14,7 @@ import (
 // s1, signed with key under keyID.
 func signedCopy(t *testing.T, k testKey, keyID string) string {
 	t.Helper()
-	dir := copyPolicy(t)
+	dir := copyPolicy(t, true)
 	manifest(t, dir, "s1")
 	signDir(t, dir, bundle.NewSigningConfig(k.private, "RS256", ""), keyID)
 	return dir
@@ -63,9 +63,9 @@ func TestSignedBundles(t *testing.T) {
 			func(t *testing.T) *bundle.VerificationConfig { return verify(t, "", "") }, ""},
 		{"key id other than default", func(t *testing.T) string { return signedCopy(t, key, "ops") },
 			func(t *testing.T) *bundle.VerificationConfig { return verify(t, "ops", "") }, ""},
-		{"unsigned directory", copyPolicy,
+		{"unsigned directory", func(t *testing.T) string { return copyPolicy(t, true) },
 			func(t *testing.T) *bundle.VerificationConfig { return verify(t, "", "") }, "bundle missing .signatures.json file"},
-		{"unsigned tarball", func(t *testing.T) string { return asTarball(t, copyPolicy(t)) },
+		{"unsigned tarball", func(t *testing.T) string { return asTarball(t, copyPolicy(t, true)) },
 			func(t *testing.T) *bundle.VerificationConfig { return verify(t, "", "") }, "bundle missing .signatures.json file"},
 		{"tampered directory", func(t *testing.T) string { return tamper(t, signedCopy(t, key, "default")) },
 			func(t *testing.T) *bundle.VerificationConfig { return verify(t, "", "") }, "regosched/config/data.json: digest mismatch"},
@@ -99,7 +99,7 @@ func TestSignedBundles(t *testing.T) {
 }
 
 func TestSignedBundleHMAC(t *testing.T) {
-	dir := copyPolicy(t)
+	dir := copyPolicy(t, true)
 	signDir(t, dir, bundle.NewSigningConfig("s3cret", "HS256", ""), "default")
 	for _, tt := range []struct {
 		secret  string
@@ -138,7 +138,7 @@ func TestNewVerificationRejectsBadSettings(t *testing.T) {
 func TestRunTests(t *testing.T) {
 	withTest := func(name, rego string) func(t *testing.T) string {
 		return func(t *testing.T) string {
-			dir := copyPolicy(t)
+			dir := copyPolicy(t, true)
 			if rego != "" {
 				writeFile(t, filepath.Join(dir, "regosched", name), rego)
 			}
@@ -160,7 +160,7 @@ func TestRunTests(t *testing.T) {
 			[]string{"data.regosched.broken_test.test_errs: error:", "conflicting"}},
 		{"failing test ignored without --policy-run-tests", withTest("broken_test.rego", "package regosched.broken_test\n\ntest_fails if false\n"), false, nil},
 		{"a rule broken by a decision change is caught by the bundle's own tests", func(t *testing.T) string {
-			dir := copyPolicy(t)
+			dir := copyPolicy(t, true)
 			p := filepath.Join(dir, "regosched", "config", "data.json")
 			raw, err := os.ReadFile(p)
 			if err != nil {

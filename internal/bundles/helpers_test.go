@@ -98,9 +98,9 @@ func newTestKey(t *testing.T) testKey {
 	return tk
 }
 
-// copyPolicy copies the default policy bundle (tests included) to a new
-// temporary directory.
-func copyPolicy(t *testing.T) string {
+// copyPolicy copies the default policy bundle, with its tests or without, to
+// a new temporary directory.
+func copyPolicy(t *testing.T, withTests bool) string {
 	t.Helper()
 	src := defaultBundleDir
 	dst := t.TempDir()
@@ -111,6 +111,9 @@ func copyPolicy(t *testing.T) string {
 		rel, _ := filepath.Rel(src, p)
 		if d.IsDir() {
 			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		if !withTests && policy.IsTest(p) {
+			return nil
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {

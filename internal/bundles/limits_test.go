@@ -75,7 +75,7 @@ func TestSizeLimitRefusesBombs(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	dir := copyBundle(t)
+	dir := copyPolicy(t, false)
 	big := filepath.Join(dir, "regosched", "big", "data.json")
 	writeFile(t, big, "")
 	// Sparse: it takes no disk space.
@@ -102,7 +102,7 @@ func TestSizeLimitRefusesBombs(t *testing.T) {
 			opts: Options{Verification: vc}, limit: DefaultBundleSizeLimit},
 		{name: "a directory with a file over the limit", path: dir, limit: DefaultBundleSizeLimit},
 		{name: "an fs.FS with a file over the limit", fsys: os.DirFS(dir), limit: DefaultBundleSizeLimit},
-		{name: "a smaller limit", path: copyBundle(t), opts: Options{SizeLimitBytes: 1000}, limit: 1000},
+		{name: "a smaller limit", path: copyPolicy(t, false), opts: Options{SizeLimitBytes: 1000}, limit: 1000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,8 +125,8 @@ func TestSizeLimitRefusesBombs(t *testing.T) {
 // TestWatcherRefusesBomb: a watched .tar.gz replaced by a bomb is refused
 // and reported; the active policy stays.
 func TestWatcherRefusesBomb(t *testing.T) {
-	dir := copyBundle(t)
-	setRevision(t, dir, "v1")
+	dir := copyPolicy(t, false)
+	manifest(t, dir, "v1")
 	path := filepath.Join(t.TempDir(), "bundle.tar.gz")
 	writeFile(t, path, string(tarDir(t, dir)))
 	active, _ := watch(t, path)

@@ -142,7 +142,7 @@ func decide(t *testing.T, p *policy.Policy) outcome {
 // the same policy: same revision, same decisions.
 func TestLoadReadsEveryFormAlike(t *testing.T) {
 	ctx := context.Background()
-	dir := copyPolicy(t)
+	dir := copyPolicy(t, true)
 	// Without a manifest the revision is a digest of what was compiled, so
 	// equal revisions mean equal modules and data.
 	if err := os.Remove(filepath.Join(dir, ".manifest")); err != nil {

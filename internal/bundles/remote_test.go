@@ -113,7 +113,7 @@ func (s *bundleServer) send(w http.ResponseWriter, body []byte, etag string) {
 func revisions(t *testing.T, key *testKey, revs ...string) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
-	dir := copyPolicy(t)
+	dir := copyPolicy(t, true)
 	for _, rev := range revs {
 		manifest(t, dir, rev)
 		if key != nil {
@@ -127,7 +127,7 @@ func revisions(t *testing.T, key *testKey, revs ...string) map[string][]byte {
 // brokenTarball is the default policy plus a file that does not parse.
 func brokenTarball(t *testing.T) []byte {
 	t.Helper()
-	dir := copyPolicy(t)
+	dir := copyPolicy(t, true)
 	manifest(t, dir, "broken")
 	writeFile(t, filepath.Join(dir, "regosched", "broken.rego"), "package regosched.broken\n\nx := {")
 	return tarDir(t, dir)
@@ -136,7 +136,7 @@ func brokenTarball(t *testing.T) []byte {
 // nonStringKeys is a bundle that compiles but fails the smoke test.
 func nonStringKeys(t *testing.T) []byte {
 	t.Helper()
-	dir := copyPolicy(t)
+	dir := copyPolicy(t, true)
 	manifest(t, dir, "non-string")
 	writeFile(t, filepath.Join(dir, "regosched", "extra_keys.rego"), "package regosched\n\npeer_keys contains 6\n")
 	return tarDir(t, dir)
@@ -301,7 +301,7 @@ func TestRemoteSignedBundles(t *testing.T) {
 	}{
 		{"unsigned", "bundle missing .signatures.json file", revisions(t, nil, "u1")["u1"]},
 		{"tampered", "digest mismatch", func() []byte {
-			dir := copyPolicy(t)
+			dir := copyPolicy(t, true)
 			manifest(t, dir, "t1")
 			signDir(t, dir, bundle.NewSigningConfig(key.private, "RS256", ""), "default")
 			writeFile(t, filepath.Join(dir, "regosched", "keys.rego"), "package regosched\n\npeer_keys := set()\n")
@@ -349,7 +349,7 @@ func TestRemoteFirst(t *testing.T) {
 		{"refuses an unsigned bundle at once", &bundleServer{}, good, func(r *Remote) { r.Options.Verification = vc },
 			30 * time.Second, "bundle missing .signatures.json file", true},
 		{"refuses a bundle whose tests fail", &bundleServer{}, func() []byte {
-			dir := copyPolicy(t)
+			dir := copyPolicy(t, true)
 			writeFile(t, filepath.Join(dir, "regosched", "broken_test.rego"), "package regosched.broken_test\n\ntest_fails if false\n")
 			return tarDir(t, dir)
 		}(), func(r *Remote) { r.Options.RunTests = true }, 30 * time.Second, "data.regosched.broken_test.test_fails: failed", true},

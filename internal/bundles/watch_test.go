@@ -16,47 +16,12 @@ import (
 	"github.com/regosched/regosched/internal/policy"
 )
 
-// copyBundle copies the default policy (without tests) to a temporary
-// directory a test can edit.
-func copyBundle(t *testing.T) string {
-	t.Helper()
-	dst := t.TempDir()
-	err := filepath.WalkDir(defaultBundleDir, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(defaultBundleDir, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		if strings.HasSuffix(p, "_test.rego") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dst
-}
-
-func setRevision(t *testing.T, dir, rev string) {
-	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, ".manifest"), []byte(`{"revision": "`+rev+`", "roots": ["regosched"]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // watchCopy runs a Watcher over a copy of the default policy at revision
 // v1, active; it returns the copy, the Active and the revisions activated.
 func watchCopy(t *testing.T) (string, *Active, <-chan string) {
 	t.Helper()
-	dir := copyBundle(t)
-	setRevision(t, dir, "v1")
+	dir := copyPolicy(t, false)
+	manifest(t, dir, "v1")
 	active, activated := watch(t, dir)
 	return dir, active, activated
 }
@@ -105,7 +70,7 @@ func TestWatcherSwapsGoodBundlesOnly(t *testing.T) {
 	}
 
 	// A good change is loaded and activated.
-	setRevision(t, dir, "v2")
+	manifest(t, dir, "v2")
 	waitFor("revision v2", func() bool { return active.Status().Revision == "v2" })
 	if got := <-activated; got != "v2" {
 		t.Errorf("Activate got %q, want v2", got)
@@ -129,7 +94,7 @@ func TestWatcherSwapsGoodBundlesOnly(t *testing.T) {
 	if err := os.Remove(broken); err != nil {
 		t.Fatal(err)
 	}
-	setRevision(t, dir, "v3")
+	manifest(t, dir, "v3")
 	waitFor("revision v3", func() bool { return active.Status().Revision == "v3" })
 	if st := active.Status(); st.LastError != "" {
 		t.Errorf("LastError = %q after a good bundle, want empty", st.LastError)
@@ -153,7 +118,7 @@ func TestWatcherRefusesInvalidData(t *testing.T) {
 	if err := os.WriteFile(dataFile, []byte(strings.Replace(string(raw), `"zone_label"`, `"zone_lable"`, 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	setRevision(t, dir, "v2")
+	manifest(t, dir, "v2")
 	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 20*time.Second, true,
 		func(context.Context) (bool, error) { return active.Status().LastError != "", nil })
 	if err != nil {

@@ -52,28 +52,26 @@ func NewVerdict(args *extenderv1.ExtenderArgs, failed, unresolvable extenderv1.F
 // request's form (NodeNames for NodeNames, Nodes for Nodes) in a list of
 // their own. args is left as it came.
 func (v *Verdict) Answer(args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
-	r := *v.failed
-	switch {
-	case args.NodeNames != nil:
-		names := collect(*args.NodeNames, v.kept)
-		r.NodeNames = &names
-	case args.Nodes != nil:
-		r.Nodes = &v1.NodeList{ListMeta: args.Nodes.ListMeta, Items: collect(args.Nodes.Items, v.kept)}
-	}
-	return &r
+	return v.answer(args, collect[string], collect[v1.Node])
 }
 
 // AnswerInPlace is Answer for a caller that owns args' candidate list and
 // reads it no more: the passing candidates are moved to its front, which
 // spares a copy of thousands of candidates per request.
 func (v *Verdict) AnswerInPlace(args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
+	return v.answer(args, moveToFront[string], moveToFront[v1.Node])
+}
+
+// answer is the extender's answer with the passing candidates that names
+// or nodes pick from the request's list, in its form.
+func (v *Verdict) answer(args *extenderv1.ExtenderArgs, names func([]string, []int) []string, nodes func([]v1.Node, []int) []v1.Node) *extenderv1.ExtenderFilterResult {
 	r := *v.failed
 	switch {
 	case args.NodeNames != nil:
-		names := moveToFront(*args.NodeNames, v.kept)
-		r.NodeNames = &names
+		kept := names(*args.NodeNames, v.kept)
+		r.NodeNames = &kept
 	case args.Nodes != nil:
-		r.Nodes = &v1.NodeList{ListMeta: args.Nodes.ListMeta, Items: moveToFront(args.Nodes.Items, v.kept)}
+		r.Nodes = &v1.NodeList{ListMeta: args.Nodes.ListMeta, Items: nodes(args.Nodes.Items, v.kept)}
 	}
 	return &r
 }
