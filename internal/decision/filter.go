@@ -30,9 +30,10 @@ type Verdict struct {
 // (preemption may help) and unresolvable, with their reasons, and passes the
 // rest: for deciders other than Filter, such as test doubles.
 func NewVerdict(args *extenderv1.ExtenderArgs, failed, unresolvable extenderv1.FailedNodesMap) *Verdict {
+	names := candidateNames(args)
 	var kept []int
 	start := 0
-	for i, name := range candidateNames(args) {
+	for i, name := range names {
 		_, a := failed[name]
 		_, b := unresolvable[name]
 		if a || b {
@@ -40,7 +41,7 @@ func NewVerdict(args *extenderv1.ExtenderArgs, failed, unresolvable extenderv1.F
 			start = i + 1
 		}
 	}
-	kept = append(kept, start, len(candidateNames(args)))
+	kept = append(kept, start, len(names))
 	return &Verdict{
 		failed: &extenderv1.ExtenderFilterResult{FailedNodes: failed, FailedAndUnresolvableNodes: unresolvable},
 		kept:   compactRuns(kept),
@@ -225,8 +226,8 @@ func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.Exten
 	}
 	// One pass over the candidates, in the scheduler's order: a look-up in
 	// byNode (a handful of nodes, most candidates turned away by its
-	// fingerprint) per name; the kept ones are copied later, in runs between
-	// failed ones rather than one by one.
+	// fingerprint) per name; the kept ones are picked later (Answer,
+	// AnswerInPlace), in runs between failed ones rather than one by one.
 	var kept []int // start and end of each run of kept candidates
 	start := 0
 	for i, name := range names {
