@@ -5,10 +5,26 @@
 # regosched-scheduler: kube-scheduler with regosched as a framework plugin.
 #   docker build --target regosched-scheduler -t ghcr.io/regosched/regosched-scheduler:dev .
 # The Rego policy in rego/ is embedded into both binaries at build time.
+#
+# Base images are pinned by digest (issue 34): a tag can be moved to other
+# content, a digest cannot, so a rebuild of a commit starts from the same
+# bytes. The tag stays in front of the digest for readers and for Renovate
+# or Dependabot, which bump both together. The digests were not read from
+# the registries here (this machine has no network to them); they are
+# published ones, taken from public Dockerfiles that pin the same tags:
+#   golang:1.26.8-bookworm, as pinned for `--platform=$BUILDPLATFORM`
+#     builders in public Dockerfiles since docker-library's Go 1.26.8 update
+#     (docker-library/official-images#22183, 2026-09-01);
+#   gcr.io/distroless/static-debian12:nonroot as of 2026-08-26, pinned as
+#     the manifest-list digest in public Dockerfiles (e.g. 386jp/mcp-profiles,
+#     Quad4-Software/quickchat).
+# Check, and update, both with the registry before a release:
+#   crane digest golang:1.26.8-bookworm
+#   crane digest gcr.io/distroless/static-debian12:nonroot
+# The builder follows go.mod's Go (1.26); a static binary (CGO_ENABLED=0)
+# does not depend on the builder's Debian release.
 
-ARG GO_VERSION=1.26
-
-FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS builder
+FROM --platform=$BUILDPLATFORM golang:1.26.8-bookworm@sha256:a688600ca24f8a4d3ca77f95b0dd40704a9fc787c826660eb7ba0b641b8b175d AS builder
 WORKDIR /src
 
 # Dependencies first: this layer is reused until go.mod/go.sum change.
@@ -39,7 +55,7 @@ RUN --mount=type=cache,target=/root/.cache/go-build \
     go build -trimpath -buildvcs=false -ldflags "-s -w" \
       -o /out/regosched-scheduler ./cmd/regosched-scheduler
 
-FROM gcr.io/distroless/static-debian12:nonroot AS regosched-scheduler
+FROM gcr.io/distroless/static-debian12:nonroot@sha256:afa5c872c891853ca7fcf1f12c3edb23f7eeef36189728842dd51042ff57f7ab AS regosched-scheduler
 ARG VERSION=dev
 LABEL org.opencontainers.image.title="regosched-scheduler" \
       org.opencontainers.image.description="kube-scheduler with regosched's Rego placement rules as a framework plugin" \
@@ -49,7 +65,7 @@ COPY --from=scheduler-builder /out/regosched-scheduler /regosched-scheduler
 USER 65532:65532
 ENTRYPOINT ["/regosched-scheduler"]
 
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM gcr.io/distroless/static-debian12:nonroot@sha256:afa5c872c891853ca7fcf1f12c3edb23f7eeef36189728842dd51042ff57f7ab
 ARG VERSION=dev
 LABEL org.opencontainers.image.title="regosched" \
       org.opencontainers.image.description="Kubernetes scheduler extender driven by Rego policies" \
