@@ -20,6 +20,7 @@ $KUSTOMIZE build deploy/ >"$out/deploy.yaml"
 $KUSTOMIZE build deploy/examples >"$out/examples.yaml"
 $KUSTOMIZE build deploy/ha >"$out/ha.yaml"
 $KUSTOMIZE build deploy/plugin >"$out/plugin.yaml"
+$KUSTOMIZE build deploy/tls >"$out/tls.yaml"
 
 fail=0
 check() { # description, command...
@@ -84,6 +85,17 @@ check "examples use schedulerName regosched" \
 	test "$(grep -c 'schedulerName: regosched' "$out/examples.yaml")" -eq 7
 check "verb port closed to all but the scheduler (NetworkPolicy)" \
 	grep -q '^kind: NetworkPolicy' "$out/deploy.yaml"
+check "health port open to the monitoring namespace only (NetworkPolicy)" \
+	bash -c "grep -A4 -- '- key: kubernetes.io/metadata.name' '$out/deploy.yaml' | grep -q -- '- monitoring'"
+check "admission policies narrow the extender's ServiceAccount (3 policies, 3 bindings)" \
+	test "$(grep -c '^kind: ValidatingAdmissionPolicy$' "$out/deploy.yaml")" -eq 3 -a \
+	"$(grep -c '^kind: ValidatingAdmissionPolicyBinding$' "$out/deploy.yaml")" -eq 3
+# The policies name the ServiceAccount in CEL, which kustomize does not
+# rewrite: a namespace changed in one place only would leave them idle.
+check "admission policies match ServiceAccount regosched-system/regosched" \
+	test "$(grep -c "request.userInfo.username == 'system:serviceaccount:regosched-system:regosched'" "$out/deploy.yaml")" -eq 3
+check "mutual TLS accepts the scheduler's client certificate only" \
+	grep -q -- '- --tls-allowed-client-names=regosched-scheduler$' "$out/tls.yaml"
 check "health, /version and /metrics on the health port" \
 	grep -q -- '- --health-listen=:8081' "$out/deploy.yaml"
 check "probes on the health port" \

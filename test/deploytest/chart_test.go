@@ -290,7 +290,8 @@ func TestChartRendersDeploy(t *testing.T) {
 				// Patching pods is for role labels (and the leader label,
 				// with replicas > 1); the ConfigMap keeps the roles.
 				removeRule(t, want["ClusterRole regosched"], []any{"pods"}, []any{"patch"})
-				removeRule(t, want["Role regosched-system/regosched-leader-election"], []any{"configmaps"}, []any{"get", "create", "update"})
+				removeRule(t, want["Role regosched-system/regosched-leader-election"], []any{"configmaps"}, []any{"get", "update"})
+				removeRule(t, want["Role regosched-system/regosched-leader-election"], []any{"configmaps"}, []any{"create"})
 			},
 		},
 		{

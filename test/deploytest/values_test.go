@@ -110,9 +110,30 @@ func TestChartValues(t *testing.T) {
 			},
 		},
 		{
-			name:    "redis password file, interval, log level",
-			render:  Render{Set: []string{"redisRoles.passwordSecret.name=redis-auth", "redisRoles.interval=5s", "logLevel=debug"}},
-			addArgs: []any{"--log-level=debug", "--redis-roles-interval=5s", "--redis-password-file=/etc/regosched/redis-password/password"},
+			name: "redis password file, interval, log level",
+			render: Render{Set: []string{
+				"redisRoles.passwordSecret.name=redis-auth", "redisRoles.passwordNamespaces={shop,cache}",
+				"redisRoles.interval=5s", "logLevel=debug",
+			}},
+			addArgs: []any{
+				"--log-level=debug", "--redis-roles-interval=5s", "--redis-password-file=/etc/regosched/redis-password/password",
+				"--redis-password-namespaces=shop,cache",
+			},
+			volumes: map[string]any{
+				"redis-password": map[string]any{"name": "redis-password", "secret": map[string]any{"secretName": "redis-auth", "defaultMode": float64(0o440)}},
+			},
+			mounts: []any{
+				map[string]any{"name": "redis-password", "mountPath": "/etc/regosched/redis-password", "readOnly": true},
+			},
+		},
+		{
+			name: "redis password sent in the clear",
+			render: Render{Set: []string{
+				"redisRoles.passwordSecret.name=redis-auth", "redisRoles.passwordNamespaces={shop}", "redisRoles.passwordInsecure=true",
+			}},
+			addArgs: []any{
+				"--redis-password-file=/etc/regosched/redis-password/password", "--redis-password-namespaces=shop", "--redis-password-insecure",
+			},
 			volumes: map[string]any{
 				"redis-password": map[string]any{"name": "redis-password", "secret": map[string]any{"secretName": "redis-auth", "defaultMode": float64(0o440)}},
 			},
@@ -191,6 +212,12 @@ func TestChartReleaseName(t *testing.T) {
 		"Service sched/blue-regosched",
 		"ServiceAccount sched/blue-regosched",
 		"ServiceAccount sched/blue-regosched-scheduler",
+		"ValidatingAdmissionPolicy blue-regosched-events",
+		"ValidatingAdmissionPolicy blue-regosched-own-objects",
+		"ValidatingAdmissionPolicy blue-regosched-pod-patch",
+		"ValidatingAdmissionPolicyBinding blue-regosched-events",
+		"ValidatingAdmissionPolicyBinding blue-regosched-own-objects",
+		"ValidatingAdmissionPolicyBinding blue-regosched-pod-patch",
 	}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("objects (-want +got):\n%s", diff)
@@ -240,6 +267,10 @@ func TestChartRefusesValues(t *testing.T) {
 		{"no replica", "replicas=0", "/replicas"},
 		{"policyData with a signed bundle", "policy.verificationKey.existingSecret=k,policyData.weights.node_spread=2", "policyData cannot be combined with policy.verificationKey"},
 		{"soft rules nowhere", "softRules=score", "/softRules"},
+		// regosched would send the password to any pod that looks like a
+		// Redis, in any tenant's namespace.
+		{"redis password without its namespaces", "redisRoles.passwordSecret.name=redis-auth", "redisRoles.passwordSecret needs redisRoles.passwordNamespaces"},
+		{"allowed client name with a comma", "tls.enabled=true,tls.allowedClientNames[0]=a\\,b", "/tls/allowedClientNames/0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

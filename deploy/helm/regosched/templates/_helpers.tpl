@@ -180,3 +180,20 @@ share them. The flags are passed only when they differ from the defaults.
 {{- define "regosched.verificationKey" -}}
 {{- if or .Values.policy.verificationKey.existingSecret .Values.policy.verificationKey.value }}true{{ end -}}
 {{- end -}}
+
+{{/*
+--tls-allowed-client-names: tls.allowedClientNames, else the CN of the
+scheduler's client certificate (certificates.yaml, deploy/README.md).
+*/}}
+{{- define "regosched.allowedClientNames" -}}
+{{- if .Values.tls.allowedClientNames -}}
+{{- join "," .Values.tls.allowedClientNames -}}
+{{- else -}}
+{{- include "regosched.schedulerFullname" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The extender ServiceAccount's user name, as admission sees it. */}}
+{{- define "regosched.serviceAccountUser" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "regosched.fullname" . }}
+{{- end -}}

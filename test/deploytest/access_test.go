@@ -1,0 +1,206 @@
+package deploytest
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// rules returns the rules of a Role or ClusterRole.
+func rules(t *testing.T, objs []Object, key string) []any {
+	t.Helper()
+	o := find(objs, key)
+	if o == nil {
+		t.Fatalf("no %s", key)
+	}
+	r, _ := o["rules"].([]any)
+	return r
+}
+
+// expressions returns every CEL expression of a ValidatingAdmissionPolicy:
+// match conditions, variables, validations and their messages.
+func expressions(t *testing.T, objs []Object, name string) string {
+	t.Helper()
+	o := find(objs, "ValidatingAdmissionPolicy "+name)
+	if o == nil {
+		t.Fatalf("no ValidatingAdmissionPolicy %s", name)
+	}
+	var out []string
+	for _, field := range []string{"matchConditions", "variables", "validations"} {
+		list, _ := dig(o, "spec")[field].([]any)
+		for _, e := range list {
+			m := e.(map[string]any)
+			for _, k := range []string{"expression", "messageExpression", "message"} {
+				if s, ok := m[k].(string); ok {
+					out = append(out, s)
+				}
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// A release other than "regosched", in another namespace, grants and
+// narrows its own ServiceAccount, by its own Lease and ConfigMap names; the
+// admission policies name that account, that namespace and those objects.
+func TestChartAccessFollowsTheRelease(t *testing.T) {
+	skipShort(t)
+	objs := chartObjects(t, repoRoot(t), Render{Release: "blue", Namespace: "sched"})
+	wantRole := []any{
+		map[string]any{"apiGroups": []any{"coordination.k8s.io"}, "resources": []any{"leases"}, "resourceNames": []any{"blue-regosched"}, "verbs": []any{"get", "update"}},
+		map[string]any{"apiGroups": []any{"coordination.k8s.io"}, "resources": []any{"leases"}, "verbs": []any{"create"}},
+		map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "resourceNames": []any{"blue-regosched-redis-roles"}, "verbs": []any{"get", "update"}},
+		map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"create"}},
+	}
+	if diff := cmp.Diff(wantRole, rules(t, objs, "Role sched/blue-regosched-leader-election")); diff != "" {
+		t.Errorf("Role rules (-want +got):\n%s", diff)
+	}
+	for _, name := range []string{"blue-regosched-pod-patch", "blue-regosched-own-objects", "blue-regosched-events"} {
+		e := expressions(t, objs, name)
+		if !strings.Contains(e, "request.userInfo.username == 'system:serviceaccount:sched:blue-regosched'") {
+			t.Errorf("%s does not match ServiceAccount sched/blue-regosched:\n%s", name, e)
+		}
+		b := find(objs, "ValidatingAdmissionPolicyBinding "+name)
+		if b == nil || dig(b, "spec")["policyName"] != name {
+			t.Errorf("binding of %s: %v", name, b)
+		}
+		if strings.Contains(e, "regosched-system") {
+			t.Errorf("%s names regosched-system:\n%s", name, e)
+		}
+	}
+	own := expressions(t, objs, "blue-regosched-own-objects")
+	for _, want := range []string{"request.namespace == 'sched'", "'blue-regosched'", "'blue-regosched-redis-roles'"} {
+		if !strings.Contains(own, want) {
+			t.Errorf("blue-regosched-own-objects lacks %s:\n%s", want, own)
+		}
+	}
+	if pod := expressions(t, objs, "blue-regosched-pod-patch"); !strings.Contains(pod, "request.namespace == 'sched'") {
+		t.Errorf("blue-regosched-pod-patch does not keep the leader label to namespace sched:\n%s", pod)
+	}
+}
+
+// Which values grant what: patching pods cluster-wide only for live Redis
+// roles; the leader label alone is patched in the release namespace; no
+// admission policies when they are turned off.
+func TestChartAccessValues(t *testing.T) {
+	skipShort(t)
+	root := repoRoot(t)
+	podPatch := map[string]any{"apiGroups": []any{""}, "resources": []any{"pods"}, "verbs": []any{"patch"}}
+	tests := []struct {
+		name                         string
+		set                          []string
+		clusterPatch, namespacePatch bool
+		policies                     bool
+	}{
+		{"defaults", nil, true, false, true},
+		{"no live roles", []string{"redisRoles.enabled=false"}, false, false, true},
+		{"leader election without live roles", []string{"redisRoles.enabled=false", "replicas=2"}, false, true, true},
+		{"no admission policies", []string{"admissionPolicy.enabled=false"}, true, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Render{Set: tt.set}
+			lint(t, root, r)
+			objs := chartObjects(t, root, r)
+			if got := slices.ContainsFunc(rules(t, objs, "ClusterRole regosched"), func(r any) bool { return cmp.Equal(r, podPatch) }); got != tt.clusterPatch {
+				t.Errorf("ClusterRole patches pods: %v, want %v", got, tt.clusterPatch)
+			}
+			if got := slices.ContainsFunc(rules(t, objs, "Role regosched-system/regosched-leader-election"), func(r any) bool { return cmp.Equal(r, podPatch) }); got != tt.namespacePatch {
+				t.Errorf("Role patches pods: %v, want %v", got, tt.namespacePatch)
+			}
+			n := 0
+			for _, o := range objs {
+				if k, _ := o["kind"].(string); strings.HasPrefix(k, "ValidatingAdmissionPolicy") {
+					n++
+				}
+			}
+			if want := map[bool]int{true: 6, false: 0}[tt.policies]; n != want {
+				t.Errorf("%d admission policies and bindings, want %d", n, want)
+			}
+		})
+	}
+}
+
+// The extender accepts the client certificate the chart issues the
+// scheduler (its CN), or the names set; and the NetworkPolicy opens the
+// health port to the namespaces of networkPolicy.health alone.
+func TestChartAllowedClientsAndHealthPort(t *testing.T) {
+	skipShort(t)
+	root := repoRoot(t)
+	t.Run("allowed client names", func(t *testing.T) {
+		tests := []struct {
+			name    string
+			render  Render
+			wantArg string
+		}{
+			{"cert-manager, release blue", Render{Release: "blue", Set: []string{"tls.certManager.enabled=true"}}, "--tls-allowed-client-names=blue-regosched-scheduler"},
+			{"names set", Render{Set: []string{"tls.enabled=true", "tls.allowedClientNames={sched-a,sched-b.example.com}"}}, "--tls-allowed-client-names=sched-a,sched-b.example.com"},
+			{"no tls", Render{Set: []string{"tls.allowedClientNames={sched-a}"}}, ""},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				lint(t, root, tt.render)
+				objs := chartObjects(t, root, tt.render)
+				name := "regosched"
+				if tt.render.Release != "" {
+					name = tt.render.Release + "-regosched"
+				}
+				var got []any
+				for _, a := range container(t, objs, name)["args"].([]any) {
+					if strings.HasPrefix(a.(string), "--tls-allowed-client-names") {
+						got = append(got, a)
+					}
+				}
+				var want []any
+				if tt.wantArg != "" {
+					want = []any{tt.wantArg}
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("args (-want +got):\n%s", diff)
+				}
+				// The default is the CN of the chart's client Certificate.
+				for _, o := range objs {
+					if o["kind"] == "Certificate" && strings.HasSuffix(dig(o, "metadata")["name"].(string), "-scheduler-client-tls") {
+						if cn := dig(o, "spec")["commonName"]; "--tls-allowed-client-names="+cn.(string) != tt.wantArg {
+							t.Errorf("client Certificate CN %v, allowed %s", cn, tt.wantArg)
+						}
+					}
+				}
+			})
+		}
+	})
+	t.Run("health port", func(t *testing.T) {
+		scheduler := map[string]any{"from": []any{map[string]any{"podSelector": map[string]any{"matchLabels": map[string]any{
+			"app.kubernetes.io/name": "regosched", "app.kubernetes.io/instance": "regosched", "app.kubernetes.io/component": "scheduler",
+		}}}}, "ports": []any{map[string]any{"port": float64(8888), "protocol": "TCP"}}}
+		health := func(namespaces ...any) any {
+			return map[string]any{"from": []any{map[string]any{"namespaceSelector": map[string]any{"matchExpressions": []any{
+				map[string]any{"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces},
+			}}}}, "ports": []any{map[string]any{"port": float64(8081), "protocol": "TCP"}}}
+		}
+		tests := []struct {
+			name    string
+			setJSON []string
+			want    []any
+		}{
+			{"default: monitoring", nil, []any{scheduler, health("monitoring")}},
+			{"other namespaces", []string{`networkPolicy.health.namespaces=["obs","prometheus"]`}, []any{scheduler, health("obs", "prometheus")}},
+			{"none: probes only", []string{`networkPolicy.health.namespaces=[]`}, []any{scheduler}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				r := Render{SetJSON: tt.setJSON}
+				lint(t, root, r)
+				np := find(chartObjects(t, root, r), "NetworkPolicy regosched-system/regosched")
+				if np == nil {
+					t.Fatal("no NetworkPolicy")
+				}
+				if diff := cmp.Diff(tt.want, dig(np, "spec")["ingress"]); diff != "" {
+					t.Errorf("ingress (-want +got):\n%s", diff)
+				}
+			})
+		}
+	})
+}
