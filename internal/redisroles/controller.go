@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/internal/redisconn"
 )
 
 // SourceAnnotation says where the role labels on a pod come from: "redis"
@@ -47,6 +49,13 @@ type Config struct {
 	// PasswordFile, when set, holds the password of every Redis (read at
 	// each probe, so a rotated file is used at once).
 	PasswordFile string
+	// PasswordNamespaces are the namespaces whose pods get PasswordFile's
+	// password; required with it. Pods elsewhere are asked with their own
+	// REDIS_PASSWORD, as without PasswordFile.
+	PasswordNamespaces []string
+	// PasswordInsecure allows PasswordFile's password over plain TCP or TLS
+	// that does not verify the server; New refuses that without it.
+	PasswordInsecure bool
 	// PodSecrets lets the controller read the Secret key that a pod's own
 	// REDIS_PASSWORD (or REDIS_PASSWORD_FILE) comes from; it needs read
 	// access to Secrets. A literal REDIS_PASSWORD value is used without it.
@@ -98,6 +107,9 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
+	}
+	if err := checkSharedPassword(cfg); err != nil {
+		return nil, err
 	}
 	c := &Controller{
 		cfg:      cfg,
@@ -286,7 +298,7 @@ func (c *Controller) probe(ctx context.Context, info *podInfo, src *policy.LiveS
 	if err != nil {
 		return Observation{}, fmt.Errorf("%w: %w", errPassword, err)
 	}
-	client := redis.NewClient(&redis.Options{
+	client := redisconn.NewClient(redis.Options{
 		Addr:            net.JoinHostPort(info.IP, strconv.Itoa(port(info, src))),
 		Password:        password,
 		TLSConfig:       c.cfg.TLS,
@@ -298,7 +310,7 @@ func (c *Controller) probe(ctx context.Context, info *podInfo, src *policy.LiveS
 		DialerRetries:   1,
 		Protocol:        2,
 		DisableIdentity: true,
-	})
+	}, redisconn.Limits{})
 	defer func() { _ = client.Close() }()
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
@@ -315,9 +327,28 @@ func port(info *podInfo, src *policy.LiveSource) int {
 	return src.Port
 }
 
-// password is --redis-password-file's, else the pod's own REDIS_PASSWORD.
+// checkSharedPassword refuses a shared password that could reach any
+// namespace, or travel where anyone on the path can read it.
+func checkSharedPassword(cfg Config) error {
+	switch {
+	case cfg.PasswordFile == "":
+		return nil
+	case len(cfg.PasswordNamespaces) == 0:
+		return errors.New("a shared Redis password (--redis-password-file) needs the namespaces it may be sent to (--redis-password-namespaces); without them any pod labelled like Redis would receive it")
+	case cfg.PasswordInsecure:
+		return nil
+	case cfg.TLS == nil:
+		return errors.New("a shared Redis password (--redis-password-file) goes only over TLS (--redis-tls) that verifies the server, unless --redis-password-insecure")
+	case cfg.TLS.InsecureSkipVerify:
+		return errors.New("a shared Redis password (--redis-password-file) goes only over TLS that verifies the server (not --redis-tls-insecure-skip-verify), unless --redis-password-insecure")
+	}
+	return nil
+}
+
+// password is --redis-password-file's for the pods of its namespaces, else
+// the pod's own REDIS_PASSWORD.
 func (c *Controller) password(ctx context.Context, info *podInfo) (string, error) {
-	if c.cfg.PasswordFile != "" {
+	if c.cfg.PasswordFile != "" && slices.Contains(c.cfg.PasswordNamespaces, info.Namespace) {
 		b, err := os.ReadFile(c.cfg.PasswordFile)
 		if err != nil {
 			return "", err

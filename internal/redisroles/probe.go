@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/regosched/regosched/internal/redisconn"
 )
 
 // Roles as written on pods.
@@ -169,7 +171,7 @@ func reason(err error) string {
 	var oe *net.OpError
 	msg := err.Error()
 	switch {
-	case errors.Is(err, errProtocol):
+	case errors.Is(err, errProtocol), errors.Is(err, redisconn.ErrProtocol):
 		return ReasonProtocol
 	case strings.Contains(msg, "NOAUTH"), strings.Contains(msg, "WRONGPASS"),
 		strings.Contains(msg, "invalid password"), strings.Contains(msg, "invalid username-password"):
