@@ -99,7 +99,7 @@ func runServe(args []string) error {
 	fs.Int64Var(&opts.MaxBodyBytes, "max-request-bytes", extender.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
 	fs.IntVar(&opts.MaxConcurrent, "max-concurrent-requests", extender.DefaultMaxConcurrent, "verb requests served at once; more wait for a slot, so a flood cannot hold every body in memory")
 	fs.DurationVar(&opts.InFlightTTL, "inflight-ttl", 2*time.Second, "how long a pod that passed filter holds its peers back while its binding is not seen")
-	fs.StringVar(&opts.SchedulerName, "scheduler-name", "regosched", "schedulerName of the profile that calls regosched: its pending pods are described by the policy as soon as they are created, off the scheduling cycle (\"\": describe each pod in its filter call)")
+	fs.StringVar(&opts.SchedulerName, "scheduler-name", "regosched", "schedulerName of the profile that calls regosched: only its pods are reserved and bound, and its pending pods are described by the policy as soon as they are created, off the scheduling cycle (required)")
 	softRules := fs.String("soft-rules", "filter", "where the soft rules act: filter (filter keeps only the candidates of the lowest penalty and reports the others as unresolvable; the scheduler's extender entry needs no prioritizeVerb, one round trip less per pod) or prioritize (scores; the entry must have prioritizeVerb, or the soft rules act nowhere); see docs/policies.md")
 	fs.DurationVar(&opts.InFlightWait, "inflight-wait", 2*time.Second, "longest a filter call waits for in-flight peers (keep well under the scheduler's httpTimeout); 0 turns in-flight tracking off")
 	fs.StringVar(&opts.TLS.CertFile, "tls-cert-file", "", "serve HTTPS with this PEM certificate (reloaded when it changes)")
@@ -107,6 +107,8 @@ func runServe(args []string) error {
 	fs.StringVar(&opts.TLS.ClientCAFile, "client-ca-file", "", "require client certificates signed by a CA in this PEM file (reloaded when it changes)")
 	qps := fs.Float64("kube-api-qps", 100, "queries per second to the API server (binds, reads)")
 	fs.IntVar(&opts.KubeAPIBurst, "kube-api-burst", 200, "burst of queries to the API server")
+	backgroundQPS := fs.Float64("kube-api-background-qps", 20, "queries per second for the writes that are not binds (audit Events, Redis role labels and their ConfigMap), on a client of their own so that they never delay a bind")
+	fs.IntVar(&opts.BackgroundBurst, "kube-api-background-burst", 40, "burst of --kube-api-background-qps")
 	fs.BoolVar(&opts.LeaderElect, "leader-elect", false, "elect one leader among replicas through a Lease: every synced replica is ready, only the leader answers the verbs and labels its pod regosched.io/leader=true for the Service to select")
 	fs.StringVar(&opts.Leader.PodName, "pod-name", os.Getenv("POD_NAME"), "--leader-elect: this replica's own pod, which carries the leader label while it leads (default $POD_NAME; empty: no label)")
 	fs.StringVar(&opts.Leader.PodNamespace, "pod-namespace", inClusterNamespace(), "--leader-elect: namespace of --pod-name")
@@ -116,6 +118,11 @@ func runServe(args []string) error {
 	fs.BoolVar(&opts.RedisRoles.On, "redis-roles", false, "read the role (and, in cluster mode, the shard) of every pod the policy reads roles live for from Redis itself (ROLE, CLUSTER NODES) and write it onto the pod as labels regosched.io/role and regosched.io/shard")
 	fs.DurationVar(&opts.RedisRoles.Interval, "redis-roles-interval", 10*time.Second, "--redis-roles: how often every Redis pod is asked again (pod events also trigger a check)")
 	fs.StringVar(&opts.RedisRoles.PasswordFile, "redis-password-file", "", "--redis-roles: file holding the password of every Redis (default: the pod's own REDIS_PASSWORD, else none)")
+	fs.Func("redis-password-namespaces", "--redis-password-file: comma-separated namespaces whose Redis pods are sent that password (required with it); pods elsewhere use their own REDIS_PASSWORD", func(v string) error {
+		opts.RedisRoles.PasswordNamespaces = commaList(v)
+		return nil
+	})
+	fs.BoolVar(&opts.RedisRoles.PasswordInsecure, "redis-password-insecure", false, "--redis-password-file: send the password without TLS that verifies the Redis server (refused by default: anyone who can answer on a pod's address would read it)")
 	fs.BoolVar(&opts.RedisRoles.PodSecrets, "redis-pod-secrets", false, "--redis-roles: read the Secret key a pod's REDIS_PASSWORD or REDIS_PASSWORD_FILE comes from (needs read access to those Secrets)")
 	fs.BoolVar(&opts.RedisRoles.TLS, "redis-tls", false, "--redis-roles: talk TLS to Redis")
 	fs.StringVar(&opts.RedisRoles.CAFile, "redis-tls-ca-file", "", "--redis-tls: PEM CA that signs the Redis servers' certificates (default: the system's roots)")
@@ -163,6 +170,7 @@ func runServe(args []string) error {
 	logbridge.Klog(logger)
 	logbridge.GoRedis(logger)
 	opts.KubeAPIQPS = float32(*qps)
+	opts.BackgroundQPS = float32(*backgroundQPS)
 	if opts.Leader.Identity, err = os.Hostname(); err != nil {
 		return fmt.Errorf("leader identity: %w", err)
 	}
@@ -171,6 +179,17 @@ func runServe(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return serve.Run(ctx, opts)
+}
+
+// commaList splits a comma-separated flag value, dropping empty items.
+func commaList(v string) []string {
+	var out []string
+	for item := range strings.SplitSeq(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 // inClusterNamespace is the pod's namespace when running in a cluster.

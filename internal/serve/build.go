@@ -56,13 +56,16 @@ type server struct {
 // build loads the first policy and makes every part, listening already but
 // running nothing.
 func build(ctx context.Context, opts Options) (*server, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	log := opts.Log
 	pol, source, remote, err := loadPolicy(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	log.WithFields(logrus.Fields{"source": source, "revision": pol.Revision()}).Info("policy loaded")
-	client, err := newClient(opts)
+	client, background, err := newClients(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +95,7 @@ func build(ctx context.Context, opts Options) (*server, error) {
 	}
 	if opts.RedisRoles.On {
 		leading := func() bool { return s.elector == nil || s.elector.Leading() }
-		if s.roles, err = newRedisRoles(opts, client, s.active, reg, leading); err != nil {
+		if s.roles, err = newRedisRoles(opts, background, s.active, reg, leading); err != nil {
 			return nil, err
 		}
 		dopts.Recall = s.roles.Recall
@@ -107,7 +110,7 @@ func build(ctx context.Context, opts Options) (*server, error) {
 		return nil, err
 	}
 	if opts.AuditInterval > 0 {
-		if s.audit, s.stopAudit, err = newAudit(ctx, client, s.cache, s.active, reg, log); err != nil {
+		if s.audit, s.stopAudit, err = newAudit(ctx, background, s.cache, s.active, reg, log); err != nil {
 			return nil, err
 		}
 	}
@@ -120,21 +123,35 @@ func build(ctx context.Context, opts Options) (*server, error) {
 	return s, nil
 }
 
-// newClient is opts.Client, or a client of the cluster opts.Kubeconfig
-// names.
-func newClient(opts Options) (kubernetes.Interface, error) {
+// newClients gives the client of the verbs and informers, and the client
+// of the writes that are not binds, each with its own rate limit: an audit
+// pass that emits many Events, or Redis roles that relabel many pods after
+// a failover, must not queue the binds behind them. opts.Client, when set,
+// serves as both.
+func newClients(opts Options) (verbs, background kubernetes.Interface, err error) {
 	if opts.Client != nil {
-		return opts.Client, nil
+		return opts.Client, opts.Client, nil
 	}
 	cfg, err := kubeclient.Config(opts.Kubeconfig)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	client, err := kubernetes.NewForConfig(kubeclient.Fast(cfg, opts.KubeAPIQPS, opts.KubeAPIBurst))
+	verbs, err = kubernetes.NewForConfig(kubeclient.Fast(cfg, opts.KubeAPIQPS, opts.KubeAPIBurst))
 	if err != nil {
-		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
+		return nil, nil, fmt.Errorf("creating Kubernetes client: %w", err)
 	}
-	return client, nil
+	qps, burst := opts.BackgroundQPS, opts.BackgroundBurst
+	if qps <= 0 {
+		qps = max(opts.KubeAPIQPS/5, 1)
+	}
+	if burst <= 0 {
+		burst = max(opts.KubeAPIBurst/5, 1)
+	}
+	background, err = kubernetes.NewForConfig(kubeclient.Fast(cfg, qps, burst))
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating Kubernetes client for background writes: %w", err)
+	}
+	return verbs, background, nil
 }
 
 // buildPlacements makes the placement cache of bound pods and, for a

@@ -51,7 +51,7 @@ func TestPolicyChecksAtStart(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			log, _ := logtest.NewNullLogger()
-			tt.opts.Listen, tt.opts.DefaultPolicy, tt.opts.Log = freeAddr(t), regosched.DefaultPolicy(), log
+			tt.opts.Listen, tt.opts.DefaultPolicy, tt.opts.SchedulerName, tt.opts.Log = freeAddr(t), regosched.DefaultPolicy(), "regosched", log
 			err := Run(context.Background(), tt.opts)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Run() = %v, want an error containing %q", err, tt.want)

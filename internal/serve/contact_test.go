@@ -37,7 +37,7 @@ func TestLosingTheAPIServerTurnsReadinessFalse(t *testing.T) {
 	go func() {
 		done <- Run(ctx, Options{
 			Listen: verbs, HealthListen: health, Client: client, DefaultPolicy: regosched.DefaultPolicy(),
-			URLPrefix: "/scheduler", Version: "test", APILostAfter: time.Second, Log: log,
+			URLPrefix: "/scheduler", Version: "test", SchedulerName: "regosched", APILostAfter: time.Second, Log: log,
 		})
 	}()
 	until(t, "ready", func() bool { return get("http://"+health+"/readyz") == http.StatusOK })

@@ -42,7 +42,7 @@ func TestHealthListenNextToMutualTLS(t *testing.T) {
 		done <- Run(ctx, Options{
 			Listen: addr, HealthListen: healthAddr, TLS: files,
 			Kubeconfig: unreachableKubeconfig(t, dir), DefaultPolicy: regosched.DefaultPolicy(),
-			URLPrefix: "/scheduler", Version: "test", KubeAPIQPS: 10, KubeAPIBurst: 10, Log: log,
+			URLPrefix: "/scheduler", Version: "test", SchedulerName: "regosched", KubeAPIQPS: 10, KubeAPIBurst: 10, Log: log,
 		})
 	}()
 	health := "http://" + healthAddr
@@ -124,7 +124,7 @@ func TestHealthListenBusyAddressFails(t *testing.T) {
 	defer cancel()
 	err = Run(ctx, Options{
 		Listen: freeAddr(t), HealthListen: ln.Addr().String(), Kubeconfig: unreachableKubeconfig(t, t.TempDir()),
-		DefaultPolicy: regosched.DefaultPolicy(), KubeAPIQPS: 10, KubeAPIBurst: 10, Log: log,
+		DefaultPolicy: regosched.DefaultPolicy(), SchedulerName: "regosched", KubeAPIQPS: 10, KubeAPIBurst: 10, Log: log,
 	})
 	if err == nil || !strings.Contains(err.Error(), "(health)") {
 		t.Errorf("Run() = %v, want an error naming the health address", err)

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"errors"
 	"io/fs"
 	"time"
 
@@ -52,9 +53,16 @@ type Options struct {
 	PolicyPoll time.Duration
 	// Bundles says how bundles are checked and a bundle server is polled.
 	Bundles BundleOptions
-	// KubeAPIQPS and KubeAPIBurst bound the API requests (binds, reads).
+	// KubeAPIQPS and KubeAPIBurst bound the API requests of the verbs
+	// (binds, reads) and of the informers.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
+	// BackgroundQPS and BackgroundBurst bound the writes that are not binds
+	// (audit Events, Redis role labels and their memory), on a client of
+	// their own, so that a burst of them never delays a bind (0: a fifth of
+	// KubeAPIQPS and KubeAPIBurst).
+	BackgroundQPS   float32
+	BackgroundBurst int
 	// TLS, when its CertFile is set, serves HTTPS (with client certificate
 	// authentication when ClientCAFile is set too).
 	TLS tlsserve.Files
@@ -108,7 +116,13 @@ type RedisRolesOptions struct {
 	// PasswordFile holds the password of every Redis; PodSecrets reads the
 	// Secret behind each pod's own REDIS_PASSWORD instead.
 	PasswordFile string
-	PodSecrets   bool
+	// PasswordNamespaces are the only namespaces whose pods are sent the
+	// PasswordFile's password; required with it.
+	PasswordNamespaces []string
+	// PasswordInsecure allows sending the PasswordFile's password without
+	// TLS that verifies the server.
+	PasswordInsecure bool
+	PodSecrets       bool
 	// TLS to Redis: on with TLS, verified with CAFile (the system's roots
 	// when empty) unless SkipVerify; CertFile/KeyFile as client certificate.
 	TLS                       bool
@@ -118,4 +132,13 @@ type RedisRolesOptions struct {
 	// Memory names the ConfigMap, in the leader election namespace, that
 	// keeps the last known roles across restarts.
 	Memory string
+}
+
+// check refuses settings that would leave a door open, before anything is
+// built.
+func (o Options) check() error {
+	if o.SchedulerName == "" {
+		return errors.New("--scheduler-name is empty: name the scheduler profile that calls regosched, whose pods alone it may bind")
+	}
+	return nil
 }

@@ -41,7 +41,7 @@ current-context: c
 	go func() {
 		done <- Run(ctx, Options{
 			Listen: addr, Kubeconfig: kubeconfig, DefaultPolicy: regosched.DefaultPolicy(),
-			URLPrefix: "/scheduler", Version: "test", KubeAPIQPS: 10, KubeAPIBurst: 10, Log: log,
+			URLPrefix: "/scheduler", Version: "test", SchedulerName: "regosched", KubeAPIQPS: 10, KubeAPIBurst: 10, Log: log,
 		})
 	}()
 
@@ -81,9 +81,33 @@ current-context: c
 
 func TestBrokenPolicyPathFailsFast(t *testing.T) {
 	log, _ := logtest.NewNullLogger()
-	err := Run(context.Background(), Options{Listen: freeAddr(t), PolicyPath: filepath.Join(t.TempDir(), "missing"), Log: log})
+	err := Run(context.Background(), Options{Listen: freeAddr(t), PolicyPath: filepath.Join(t.TempDir(), "missing"), SchedulerName: "regosched", Log: log})
 	if err == nil || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Run() = %v, want a not-exist error for the policy path", err)
+	}
+}
+
+// TestOptionsChecksAtStart: settings that would let a caller steer
+// regosched are refused before it builds anything.
+func TestOptionsChecksAtStart(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		// An empty name once let bind authorise a pod of any scheduler
+		// (issue 34 item 9).
+		{"no scheduler name", Options{}, "--scheduler-name is empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			log, _ := logtest.NewNullLogger()
+			tt.opts.Listen, tt.opts.DefaultPolicy, tt.opts.Log = freeAddr(t), regosched.DefaultPolicy(), log
+			err := Run(context.Background(), tt.opts)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Run() = %v, want an error containing %q", err, tt.want)
+			}
+		})
 	}
 }
 
