@@ -84,6 +84,10 @@ type Controller struct {
 	errorsTotal  *prometheus.CounterVec
 	changesTotal prometheus.Counter
 
+	// recallWait bounds how long Recall waits for the informer to catch up
+	// with a pod the API server has just created.
+	recallWait time.Duration
+
 	mu       sync.Mutex
 	lastErr  map[string]string // pod key -> reason last logged
 	classify map[types.UID]classified
@@ -112,11 +116,12 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{
-		cfg:      cfg,
-		queue:    workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		memory:   newMemory(cfg.Client, cfg.MemoryNamespace, cfg.MemoryName),
-		lastErr:  map[string]string{},
-		classify: map[types.UID]classified{},
+		cfg:        cfg,
+		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		memory:     newMemory(cfg.Client, cfg.MemoryNamespace, cfg.MemoryName),
+		lastErr:    map[string]string{},
+		classify:   map[types.UID]classified{},
+		recallWait: defaultRecallWait,
 		errorsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regosched_redis_role_errors_total",
 			Help: "Failed reads of a Redis pod's role, by reason (unreachable, auth, protocol, password, patch, error); the pod's labels stay as they were.",
@@ -375,9 +380,12 @@ func (c *Controller) password(ctx context.Context, info *podInfo) (string, error
 	return strings.TrimRight(string(v), "\r\n"), nil
 }
 
-// Recall gives pod's labels plus the live role labels remembered of its
-// identity, when it has none yet (ok): a filter call for a recreated pod
-// then decides with its last known role, even before recall has written it.
+// Recall gives the labels of pod, as the API server has them, plus the
+// live role labels remembered of its identity, when it has none yet (ok):
+// a filter call for a recreated pod then decides with its last known role,
+// even before recall has written it. Only the API server's view counts
+// (the controller's informer, same UID): the pod object a request carries
+// can claim any owner.
 func (c *Controller) Recall(pod *corev1.Pod) (placement.Labels, bool) {
 	pol := c.cfg.Policy()
 	if pol == nil {
@@ -390,15 +398,22 @@ func (c *Controller) Recall(pod *corev1.Pod) (placement.Labels, bool) {
 	if _, has := pod.Labels[labels.Role]; has {
 		return placement.Labels{}, false
 	}
-	owner := metav1.GetControllerOf(pod)
-	if owner == nil {
-		return placement.Labels{}, false
-	}
 	r, ok := c.memory.get(pod.Namespace, pod.Name)
-	if !ok || r.Owner != owner.UID {
+	if !ok {
 		return placement.Labels{}, false
 	}
-	m := maps.Clone(pod.Labels)
+	stored := c.storedPod(pod.Namespace, pod.Name, pod.UID)
+	if stored == nil {
+		return placement.Labels{}, false
+	}
+	if _, has := stored.Labels[labels.Role]; has {
+		return placement.Labels{}, false
+	}
+	owner := metav1.GetControllerOf(stored)
+	if owner == nil || r.Owner != owner.UID {
+		return placement.Labels{}, false
+	}
+	m := maps.Clone(stored.Labels)
 	if m == nil {
 		m = map[string]string{}
 	}
@@ -408,3 +423,24 @@ func (c *Controller) Recall(pod *corev1.Pod) (placement.Labels, bool) {
 	}
 	return placement.NewLabels(m), true
 }
+
+// storedPod is the informer's pod namespace/name of the given UID, waiting
+// up to recallWait for a pod just created to reach the informer; nil when
+// the API server has no such pod.
+func (c *Controller) storedPod(namespace, name string, uid types.UID) *corev1.Pod {
+	deadline := time.Now().Add(c.recallWait)
+	for {
+		obj, ok, err := c.pods.GetStore().GetByKey(namespace + "/" + name)
+		if p, isPod := obj.(*corev1.Pod); err == nil && ok && isPod && p.UID == uid {
+			return p
+		}
+		if !time.Now().Before(deadline) {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// defaultRecallWait is long enough for a watch event to reach the informer
+// after the scheduler saw the pod, and short next to a filter call's 5 s.
+const defaultRecallWait = 250 * time.Millisecond

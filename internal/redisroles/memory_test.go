@@ -74,6 +74,10 @@ func TestMemoryRecall(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// The API server has the pod as the request says.
+			if err := restarted.pods.GetStore().Update(tt.pod); err != nil {
+				t.Fatal(err)
+			}
 			got := tt.pod.Labels
 			if labels, ok := restarted.Recall(tt.pod); ok {
 				got = labels.Map()
