@@ -39,6 +39,13 @@ type Options struct {
 	// refused before anything is allocated for it; 0 means
 	// DefaultBundleSizeLimit.
 	SizeLimitBytes int64
+	// TotalLimitBytes caps the sum of a bundle's files, decompressed, so
+	// that many files each under SizeLimitBytes cannot add up to more than
+	// the process can hold; 0 means DefaultBundleTotalLimit.
+	TotalLimitBytes int64
+	// MaxEntries caps the entries (files and directories) of a bundle;
+	// 0 means DefaultBundleMaxEntries.
+	MaxEntries int
 	// DataFile, when set, is a JSON object merged into every bundle's
 	// data.regosched.config before it is compiled (see withDataOverlay):
 	// the default policy's settings changed without building a bundle.
@@ -107,26 +114,40 @@ func (o Options) LoadFS(ctx context.Context, fsys fs.FS, name string) (*policy.P
 }
 
 // read reads the bundle directory or .tar.gz at p, every file (tests too: a
-// signature covers them all) within the size limit, verifying its signature
-// when o.Verification is set.
+// signature covers them all) within the limits, verifying its signature
+// when o.Verification is set. The limits are checked before OPA's reader
+// holds what breaks them: from the listing of a directory, and entry by
+// entry as a tarball streams to it.
 func (o Options) read(p string) (*bundle.Bundle, error) {
 	info, err := os.Stat(p)
 	if err != nil {
 		return nil, fmt.Errorf("reading policy bundle: %w", err)
 	}
 	if info.IsDir() {
-		return o.readWith(bundle.NewDirectoryLoader(p), p)
+		// A Root keeps every open inside the directory.
+		root, err := os.OpenRoot(p)
+		if err != nil {
+			return nil, fmt.Errorf("reading policy bundle: %w", err)
+		}
+		defer func() { _ = root.Close() }()
+		return o.readFSAt(root.FS(), p, p)
 	}
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, fmt.Errorf("reading policy bundle: %w", err)
 	}
 	defer func() { _ = f.Close() }()
-	return o.readWith(bundle.NewTarballLoaderWithBaseURL(f, p), p)
+	return o.readWith(bundle.NewTarballLoaderWithBaseURL(newChecked(f, o.tally()), p), p)
 }
 
 func (o Options) readFS(fsys fs.FS, name string) (*bundle.Bundle, error) {
-	loader, err := bundle.NewFSLoader(fsys)
+	return o.readFSAt(fsys, "", name)
+}
+
+// readFSAt reads the bundle at the root of fsys; base prefixes its files'
+// URLs.
+func (o Options) readFSAt(fsys fs.FS, base, name string) (*bundle.Bundle, error) {
+	loader, err := o.newFSLoader(fsys, base)
 	if err != nil {
 		return nil, fmt.Errorf("reading policy bundle %s: %w", name, err)
 	}

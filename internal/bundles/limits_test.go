@@ -185,7 +185,7 @@ func TestRemoteSizeLimit(t *testing.T) {
 		limit int64
 		want  string
 	}{
-		{"a tarball claiming a 1 TiB file", bombTarball(t, "/regosched/data.json"), 0, "exceeds configured size_limit_bytes (67108864 bytes)"},
+		{"a tarball claiming a 1 TiB file", bombTarball(t, "/regosched/data.json"), 0, "file /regosched/data.json: 1099511627776 bytes exceeds the limit of 67108864 bytes per file (--policy-max-bytes)"},
 		{"a body over the limit", padded.Bytes(), 4096, "policy bundle download exceeds the size limit of 4096 bytes"},
 	}
 	for _, tt := range tests {

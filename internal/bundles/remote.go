@@ -229,12 +229,11 @@ func (r *Remote) init() error {
 	if err != nil {
 		return fmt.Errorf("bundle server client: %w", err)
 	}
-	limit := r.Options.sizeLimit()
 	lookup := func(name string) rest.HTTPAuthPlugin {
 		if name != limitPluginName {
 			return nil
 		}
-		return &limitPlugin{limit: limit}
+		return &limitPlugin{opts: r.Options}
 	}
 	r.client, err = rest.New(raw, nil, rest.Logger(opaLogger{log: r.Log}), rest.AuthPluginLookup(lookup))
 	if err != nil {
@@ -262,9 +261,10 @@ const limitPluginName = "regosched-size-limit"
 // limitPlugin is the REST client's auth plugin: it builds the client OPA's
 // own plugin for the configuration would (none, or bearer), with every
 // response body bounded, since a gzip body is otherwise read to its end
-// however long it is.
+// however long it is, and every bundle checked against the limits as it
+// streams.
 type limitPlugin struct {
-	limit int64
+	opts  Options
 	inner rest.HTTPAuthPlugin
 }
 
@@ -283,16 +283,17 @@ func (p *limitPlugin) NewClient(c rest.Config) (*http.Client, error) {
 	if next == nil {
 		next = http.DefaultTransport
 	}
-	hc.Transport = limitTransport{next: next, limit: p.limit}
+	hc.Transport = limitTransport{next: next, opts: p.opts}
 	return hc, nil
 }
 
 func (p *limitPlugin) Prepare(req *http.Request) error { return p.inner.Prepare(req) }
 
-// limitTransport bounds the body of every response to limit bytes.
+// limitTransport bounds the body of every response to the size limit, and
+// checks a bundle against the limits as OPA's loader reads it.
 type limitTransport struct {
-	next  http.RoundTripper
-	limit int64
+	next http.RoundTripper
+	opts Options
 }
 
 func (t limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -300,7 +301,15 @@ func (t limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp.Body = &limitedBody{ReadCloser: resp.Body, limit: t.limit, left: t.limit}
+	limit := t.opts.sizeLimit()
+	body := &limitedBody{ReadCloser: resp.Body, limit: limit, left: limit}
+	if resp.StatusCode == http.StatusOK {
+		// Only a 200 carries a bundle; OPA reads the body of an error
+		// status only to log it.
+		resp.Body = checkedBody{checked: newChecked(body, t.opts.tally()), body: body}
+	} else {
+		resp.Body = body
+	}
 	return resp, nil
 }
 
