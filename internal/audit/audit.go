@@ -3,8 +3,10 @@
 // regosched was down (ignorable extender), or whose role changed since (a
 // Redis failover relabels a replica as master) can break a rule that filter
 // would enforce today. Each violation is exported as a gauge
-// (regosched_violations{rule,namespace}), announced once by a Warning Event
-// on the pods involved, and listed by `regosched audit`. Nothing is evicted.
+// (regosched_violations{rule,namespace}), announced once to each pod
+// involved by a Warning Event (one per pod and pass, naming all its new
+// violations, within caps per pass and per namespace), and listed by
+// `regosched audit`. Nothing is evicted.
 //
 // A pass judges each bound pod as filter would judge it pending, against
 // its peers from the placement cache, and keeps the conflicts on the pod's
@@ -24,9 +26,10 @@
 //
 // where recorder is an events.k8s.io/v1 recorder, which needs RBAC to
 // create events.events.k8s.io (record.EventRecorderAdapter wraps a
-// core/v1 one):
+// core/v1 one), on a clientset of its own so that Events never spend the
+// request budget (QPS, burst) of binds:
 //
-//	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+//	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: eventsClient.EventsV1()})
 //	err := b.StartRecordingToSinkWithContext(ctx) // b.Shutdown() at exit
 //	recorder := b.NewRecorder(scheme.Scheme, "regosched")
 package audit
@@ -84,9 +87,18 @@ type Config struct {
 	// Policies gives the policy to judge by (policy.Active.Load); nil while
 	// none is active. Required.
 	Policies func() *policy.Policy
-	// Recorder receives a Warning Event per pod of each new violation; nil
-	// records none.
+	// Recorder receives at most one Warning Event per pod and pass, for
+	// the violations the pod was not told of; nil records none. Its client
+	// should have a request budget of its own: a burst of violations must
+	// not hold back binds.
 	Recorder events.EventRecorder
+	// EventsPerPass caps the Events of one pass, all namespaces together;
+	// 0 means DefaultEventsPerPass. Pods left out are told by later passes.
+	EventsPerPass int
+	// EventsPerNamespace caps the Events of one pass in one namespace (the
+	// pod's), so that one crowded tenant does not use up the pass; 0 means
+	// DefaultEventsPerNamespace.
+	EventsPerNamespace int
 	// Log receives one line per new violation and per pass; required.
 	Log logrus.FieldLogger
 	// Registerer exports the audit's metrics; nil exports none (the CLI).
@@ -99,16 +111,22 @@ type Auditor struct {
 	policies func() *policy.Policy
 	recorder events.EventRecorder
 	log      logrus.FieldLogger
+	// eventsPerPass and eventsPerNamespace are Config's caps, defaults applied.
+	eventsPerPass, eventsPerNamespace int
 
-	violations *prometheus.GaugeVec
-	duration   prometheus.Histogram
-	runs       *prometheus.CounterVec
+	violations       *prometheus.GaugeVec
+	duration         prometheus.Histogram
+	runs             *prometheus.CounterVec
+	eventsSuppressed prometheus.Counter
 
 	// mu serialises passes, so that seen is each pass's predecessor's.
 	mu sync.Mutex
 	// seen holds the violations of the last pass, so that only new ones
-	// are announced by an Event.
+	// are logged.
 	seen map[pairKey]bool
+	// told holds, of the last pass's violations, the sides each pod was
+	// told of by an Event, so that a pod is told once while they last.
+	told map[side]bool
 	// described keeps, for the pods the last pass judged, their description
 	// as pending pods: a cached pod is replaced whenever what the policy
 	// reads of it changes, so a lasting crowd costs Rego once, not per pass.
@@ -147,11 +165,17 @@ func New(cfg Config) (*Auditor, error) {
 	if cfg.Cache == nil || cfg.Policies == nil || cfg.Log == nil {
 		return nil, errors.New("audit: Cache, Policies and Log are required")
 	}
+	if cfg.EventsPerPass < 0 || cfg.EventsPerNamespace < 0 {
+		return nil, fmt.Errorf("audit: EventsPerPass (%d) and EventsPerNamespace (%d) must not be negative",
+			cfg.EventsPerPass, cfg.EventsPerNamespace)
+	}
 	a := &Auditor{
-		cache:    cfg.Cache,
-		policies: cfg.Policies,
-		recorder: cfg.Recorder,
-		log:      cfg.Log,
+		cache:              cfg.Cache,
+		policies:           cfg.Policies,
+		recorder:           cfg.Recorder,
+		log:                cfg.Log,
+		eventsPerPass:      cmp.Or(cfg.EventsPerPass, DefaultEventsPerPass),
+		eventsPerNamespace: cmp.Or(cfg.EventsPerNamespace, DefaultEventsPerNamespace),
 		violations: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "regosched_violations",
 			Help: "Pairs of bound pods that break a hard placement rule on their node, by rule and namespace, as of the last audit pass.",
@@ -165,10 +189,15 @@ func New(cfg Config) (*Auditor, error) {
 			Name: "regosched_audit_runs_total",
 			Help: "Audit passes: success, partial (the policy failed on some pods, logged) or error (no result).",
 		}, []string{"result"}),
+		eventsSuppressed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "regosched_audit_events_suppressed_total",
+			Help: "Warning Events of placement violations an audit pass left out because it reached its cap per pass or per namespace; the pods concerned are told by a later pass while their violations last.",
+		}),
 		seen: map[pairKey]bool{},
+		told: map[side]bool{},
 	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{a.violations, a.duration, a.runs} {
+		for _, c := range []prometheus.Collector{a.violations, a.duration, a.runs, a.eventsSuppressed} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("registering audit metrics: %w", err)
 			}
@@ -196,9 +225,10 @@ type found struct {
 	reasons [2]string
 }
 
-// Run checks every bound pod once, updates the metrics, records an Event
-// on the pods of each violation the previous pass did not have, and
-// returns what it found. Passes are serialised.
+// Run checks every bound pod once, updates the metrics, tells the pods of
+// the violations they were not told of by an Event each (announce), and
+// returns what it found, complete whatever the caps on Events. Passes are
+// serialised.
 func (a *Auditor) Run(ctx context.Context) (Report, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
