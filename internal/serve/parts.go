@@ -59,7 +59,8 @@ func newRedisRoles(opts Options, client kubernetes.Interface, active *bundles.Ac
 	o := opts.RedisRoles
 	cfg := redisroles.Config{
 		Client: client, Policy: active.Load, Interval: o.Interval,
-		PasswordFile: o.PasswordFile, PodSecrets: o.PodSecrets,
+		PasswordFile: o.PasswordFile, PasswordNamespaces: o.PasswordNamespaces, PasswordInsecure: o.PasswordInsecure,
+		PodSecrets:      o.PodSecrets,
 		MemoryNamespace: opts.Leader.Namespace, MemoryName: o.Memory,
 		Leading: leading, Registerer: reg, Log: opts.Log.WithField("component", "redis-roles"),
 	}
