@@ -45,6 +45,10 @@ type Remote struct {
 	// BearerTokenFile, when set, is read at every request and sent as
 	// "Authorization: Bearer <token>".
 	BearerTokenFile string
+	// CACertFile, when set, is a PEM file of the certificate authorities
+	// the server's certificate must chain to, instead of the system's: a
+	// bundle server inside the cluster often has a private CA.
+	CACertFile string
 	// Insecure allows a plain http:// URL with a bearer token or without a
 	// verification key: anyone on the path could then read the token or
 	// replace the bundle.
@@ -125,6 +129,9 @@ var errEmpty = errors.New("the server sent an empty body, not a bundle")
 // retryable tells a server not reachable yet, or not serving yet, from a
 // bundle that arrived and is wrong.
 func retryable(err error) bool {
+	if errors.Is(err, errRedirect) {
+		return false // a *url.Error, hence a net.Error, but no retry changes it
+	}
 	var netErr net.Error
 	var httpErr download.HTTPError
 	return errors.As(err, &netErr) || errors.As(err, &httpErr) ||
@@ -225,7 +232,11 @@ func (r *Remote) init() error {
 	if r.BearerTokenFile != "" {
 		creds["bearer"] = map[string]any{"token_path": r.BearerTokenFile}
 	}
-	raw, err := json.Marshal(map[string]any{"url": u.Scheme + "://" + u.Host, "credentials": creds})
+	cfg := map[string]any{"url": u.Scheme + "://" + u.Host, "credentials": creds}
+	if r.CACertFile != "" {
+		cfg["tls"] = map[string]any{"ca_cert": r.CACertFile}
+	}
+	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return fmt.Errorf("bundle server client: %w", err)
 	}
@@ -261,8 +272,8 @@ const limitPluginName = "regosched-size-limit"
 // limitPlugin is the REST client's auth plugin: it builds the client OPA's
 // own plugin for the configuration would (none, or bearer), with every
 // response body bounded, since a gzip body is otherwise read to its end
-// however long it is, and every bundle checked against the limits as it
-// streams.
+// however long it is, every bundle checked against the limits as it
+// streams, and redirects kept to the server's own scheme and host.
 type limitPlugin struct {
 	opts  Options
 	inner rest.HTTPAuthPlugin
@@ -284,10 +295,33 @@ func (p *limitPlugin) NewClient(c rest.Config) (*http.Client, error) {
 		next = http.DefaultTransport
 	}
 	hc.Transport = limitTransport{next: next, opts: p.opts}
+	hc.CheckRedirect = checkRedirect
 	return hc, nil
 }
 
 func (p *limitPlugin) Prepare(req *http.Request) error { return p.inner.Prepare(req) }
+
+var errRedirect = errors.New("refused the redirect")
+
+// checkRedirect follows a redirect only within the scheme and host (port
+// included) of the first request: Go's client would follow https to http
+// with the bearer token, and an unsigned bundle from there would be
+// trusted as if it came over TLS.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	from, to := via[0].URL, req.URL
+	var why string
+	switch {
+	case from.Scheme == "https" && to.Scheme != "https":
+		why = "it goes from https to " + to.Scheme + ", in clear"
+	case !strings.EqualFold(from.Host, to.Host):
+		why = "it goes to another host or port than " + from.Host
+	case len(via) >= 10:
+		why = "it is the 10th in a row"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w of policy bundle %s to %s: %s", errRedirect, from.Redacted(), to.Redacted(), why)
+}
 
 // limitTransport bounds the body of every response to the size limit, and
 // checks a bundle against the limits as OPA's loader reads it.
