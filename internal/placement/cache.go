@@ -96,15 +96,23 @@ type index struct {
 	byUID  map[types.UID]string       // uid -> namespace/name
 	groups map[string]map[string]*Pod // group key -> namespace/name -> pod
 	// assumed holds the pods recorded by the bind verb and not yet seen
-	// bound by the informer, by name, as given to Assume (a re-index may
-	// have copied the indexed one). Apart from entry, which every cached
-	// pod has, because only a few pods are ever assumed at once.
-	assumed map[string]*Pod
+	// bound by the informer, by name (a re-index may have copied the
+	// indexed pod). Apart from entry, which every cached pod has, because
+	// only a few pods are ever assumed at once.
+	assumed map[string]*assumption
+}
+
+// assumption is a pod recorded by the bind verb, as given to Assume, with
+// the other incarnations of its name (UIDs) that the cache or its informer
+// held then: older ones, whose late events must not replace it.
+type assumption struct {
+	origin *Pod
+	older  []types.UID
 }
 
 func newIndex() index {
 	return index{byName: map[string]*entry{}, byUID: map[types.UID]string{}, groups: map[string]map[string]*Pod{},
-		assumed: map[string]*Pod{}}
+		assumed: map[string]*assumption{}}
 }
 
 // New builds a cache over the cluster that client talks to. keys tells which
@@ -124,9 +132,10 @@ func New(client kubernetes.Interface, keys KeyFunc, log logrus.FieldLogger, opts
 	}
 	c.keyFunc.Store(&keys)
 
-	// Pending and finished pods never reach this process: the field selector
-	// filters them on the API server.
-	podFactory, pods := podRecordInformer(client, boundPods)
+	// Pending and finished pods should never reach this process: the field
+	// selector filters them on the API server. upsertLocked does not rely
+	// on it (a fake API server ignores field selectors).
+	podFactory, pods := podRecordInformer(client, boundPods, stripPod)
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(stripNode))
 	c.factories = []informers.SharedInformerFactory{podFactory, nodeFactory}
 	c.pods = pods
@@ -272,14 +281,20 @@ func (c *Cache) removeLocked(p *podRecord) {
 func (c *Cache) upsertLocked(ctx context.Context, obj *podRecord) {
 	name := podKey(obj.namespace, obj.name)
 	c.markDirtyLocked(name)
+	if obj.nodeName == "" {
+		// Not bound: nothing this index holds, whatever the field selector
+		// let through; an unbound view of an assumed pod must not take it out.
+		return
+	}
+	if a := c.assumed[name]; a != nil && !c.supersedes(a, obj) {
+		return // a late event of an older incarnation: the assumed pod stands
+	}
 	pod, keys := c.describeRecord(ctx, *c.keyFunc.Load(), obj)
 	c.mu.Lock()
 	old := c.byName[name]
 	c.remove(name)
-	if obj.nodeName != "" {
-		// Seen bound: whatever was in flight has landed.
-		c.landedLocked(pod.UID)
-	}
+	// Seen bound: whatever was in flight has landed.
+	c.landedLocked(pod.UID)
 	c.add(name, pod, keys, nil)
 	c.mu.Unlock()
 	if c.onRelabel != nil && old != nil && old.pod.UID == pod.UID && old.pod.Labels != pod.Labels &&
@@ -309,14 +324,34 @@ func (c *Cache) describeRecord(ctx context.Context, keys KeyFunc, obj *podRecord
 	return pod, groups
 }
 
+// supersedes reports whether the informer's record r of an assumed pod's
+// name replaces the pod the bind verb recorded: r is that pod seen bound
+// (or finished), or a newer incarnation. An unbound view does not, nor does
+// a late event of an incarnation the cache held when the pod was assumed,
+// or of one the informer's store no longer holds (the events that
+// followed are on their way).
+func (c *Cache) supersedes(a *assumption, r *podRecord) bool {
+	switch {
+	case r.nodeName == "":
+		return false
+	case r.uid == a.origin.UID:
+		return true
+	case slices.Contains(a.older, r.uid):
+		return false
+	}
+	obj, ok, err := c.pods.GetStore().GetByKey(podKey(r.namespace, r.name))
+	cur, isRecord := obj.(*podRecord)
+	return err == nil && ok && isRecord && cur.uid == r.uid
+}
+
 // add puts a pod in its groups; a pod without groups is left out.
-// origin, when set, is the pod as given to Assume: the pod is assumed.
-func (ix *index) add(name string, pod *Pod, keys []string, origin *Pod) {
+// a, when set, is the bind verb's record: the pod is assumed.
+func (ix *index) add(name string, pod *Pod, keys []string, a *assumption) {
 	if len(keys) == 0 {
 		return
 	}
-	if origin != nil {
-		ix.assumed[name] = origin
+	if a != nil {
+		ix.assumed[name] = a
 	}
 	ix.byName[name] = &entry{pod: pod, keys: keys}
 	ix.byUID[pod.UID] = name

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -130,12 +131,39 @@ func (c *Cache) Assume(pod *Pod, keys []string, current func() bool) bool {
 	}
 	name := pod.Key()
 	c.markDirtyLocked(name)
+	a := &assumption{origin: pod, older: c.otherIncarnationsLocked(name, pod.UID)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.remove(name)
-	c.add(name, pod, keys, pod)
+	c.add(name, pod, keys, a)
 	c.landedLocked(pod.UID)
 	return true
+}
+
+// otherIncarnationsLocked returns the UIDs other than uid that the index
+// (bound or assumed) and the informer's store hold under name: as the bind
+// verb binds uid, they are older. The caller holds writeMu.
+func (c *Cache) otherIncarnationsLocked(name string, uid types.UID) []types.UID {
+	var out []types.UID
+	note := func(other types.UID) {
+		if other != uid && !slices.Contains(out, other) {
+			out = append(out, other)
+		}
+	}
+	if e, ok := c.byName[name]; ok {
+		note(e.pod.UID)
+	}
+	if a := c.assumed[name]; a != nil {
+		for _, other := range a.older {
+			note(other)
+		}
+	}
+	if obj, ok, err := c.pods.GetStore().GetByKey(name); err == nil && ok {
+		if r, ok := obj.(*podRecord); ok {
+			note(r.uid)
+		}
+	}
+	return out
 }
 
 // Unassume takes back an Assume whose binding failed: pod (the very pointer
@@ -148,7 +176,7 @@ func (c *Cache) Unassume(pod *Pod) {
 	c.markDirtyLocked(name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.assumed[name] == pod {
+	if a := c.assumed[name]; a != nil && a.origin == pod {
 		c.remove(name)
 	}
 }

@@ -62,7 +62,7 @@ func pendingPods(scheduler string) string {
 func NewPending(client kubernetes.Interface, scheduler string, describe DescribeFunc, log logrus.FieldLogger) (*Pending, error) {
 	p := &Pending{log: log, byUID: map[types.UID]*described{}}
 	p.describe.Store(&describe)
-	p.factory, p.pods = podRecordInformer(client, pendingPods(scheduler))
+	p.factory, p.pods = podRecordInformer(client, pendingPods(scheduler), stripPodFor(scheduler))
 	reg, err := p.pods.AddEventHandler(p.writer().handlers())
 	if err != nil {
 		return nil, fmt.Errorf("registering pending pod event handler: %w", err)
@@ -146,8 +146,10 @@ func (p *Pending) removeLocked(r *podRecord) {
 
 // upsertLocked describes r. The caller holds writeMu.
 func (p *Pending) upsertLocked(ctx context.Context, r *podRecord) {
-	if r.nodeName != "" || r.terminal {
-		p.removeLocked(r) // no longer pending
+	if r.nodeName != "" || r.terminal || r.otherScheduler {
+		// No longer pending, or never the profile's: the field selector
+		// should keep the latter out, but a fake API server ignores it.
+		p.removeLocked(r)
 		return
 	}
 	pod := r.pod()

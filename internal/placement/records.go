@@ -14,12 +14,12 @@ import (
 )
 
 // podRecordInformer is an informer on the pods fieldSelector selects,
-// stored as stripped records (stripPod), with its factory to start and
-// shut it down. Selection happens on the API server. The factory's own pod
+// stored as stripped records (strip: stripPod or a variant), with its
+// factory to start and shut it down. Selection happens on the API server. The factory's own pod
 // informer would also index pods by namespace, which nothing here reads
 // and every pod would pay for.
-func podRecordInformer(client kubernetes.Interface, fieldSelector string) (informers.SharedInformerFactory, cache.SharedIndexInformer) {
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(stripPod))
+func podRecordInformer(client kubernetes.Interface, fieldSelector string, strip cache.TransformFunc) (informers.SharedInformerFactory, cache.SharedIndexInformer) {
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(strip))
 	i := f.InformerFor(&corev1.Pod{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return coreinformers.NewFilteredPodInformer(client, metav1.NamespaceAll, resync, cache.Indexers{},
 			func(o *metav1.ListOptions) { o.FieldSelector = fieldSelector })

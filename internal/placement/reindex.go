@@ -35,31 +35,19 @@ func (c *Cache) SetKeyFunc(ctx context.Context, keys KeyFunc, activate func()) e
 			stopTracking()
 			return fmt.Errorf("re-indexing pods: %w", ctx.Err())
 		}
-		if r, ok := obj.(*podRecord); ok {
+		if r, ok := obj.(*podRecord); ok && assumed[podKey(r.namespace, r.name)] == nil {
 			c.addRecord(ctx, &next, keys, r)
 		}
 	}
-	for name, origin := range assumed {
-		c.describeAssumed(ctx, &next, keys, name, origin)
+	for name, a := range assumed {
+		c.describeName(ctx, &next, keys, name, a)
 	}
 
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
-	store := c.pods.GetStore()
 	for name := range c.dirty {
 		next.remove(name)
-		if obj, ok, err := store.GetByKey(name); err == nil && ok {
-			if r, ok := obj.(*podRecord); ok {
-				c.addRecord(ctx, &next, keys, r)
-			}
-			continue
-		}
-		c.mu.RLock()
-		origin, ok := c.assumed[name]
-		c.mu.RUnlock()
-		if ok {
-			c.describeAssumed(ctx, &next, keys, name, origin)
-		}
+		c.describeName(ctx, &next, keys, name, c.assumed[name])
 	}
 	c.dirty = nil
 	c.keyFunc.Store(&keys)
@@ -72,6 +60,24 @@ func (c *Cache) SetKeyFunc(ctx context.Context, keys KeyFunc, activate func()) e
 	return nil
 }
 
+// describeName adds to ix what the index is to hold under name: the
+// assumed pod a (nil when none), unless the informer's record supersedes
+// it, else that record. The caller holds writeMu, or a is from a snapshot
+// taken under it (a name written since is described again).
+func (c *Cache) describeName(ctx context.Context, ix *index, keys KeyFunc, name string, a *assumption) {
+	var r *podRecord
+	if obj, ok, err := c.pods.GetStore().GetByKey(name); err == nil && ok {
+		r, _ = obj.(*podRecord)
+	}
+	if a != nil && (r == nil || !c.supersedes(a, r)) {
+		c.describeAssumed(ctx, ix, keys, name, a)
+		return
+	}
+	if r != nil {
+		c.addRecord(ctx, ix, keys, r)
+	}
+}
+
 // addRecord adds the pod of an informer record to ix as keys groups it.
 func (c *Cache) addRecord(ctx context.Context, ix *index, keys KeyFunc, r *podRecord) {
 	pod, groups := c.describeRecord(ctx, keys, r)
@@ -80,7 +86,7 @@ func (c *Cache) addRecord(ctx context.Context, ix *index, keys KeyFunc, r *podRe
 
 // assumedLocked returns the pods the bind verb recorded and the informer
 // has not reported yet. The caller holds writeMu.
-func (c *Cache) assumedLocked() map[string]*Pod {
+func (c *Cache) assumedLocked() map[string]*assumption {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return maps.Clone(c.assumed)
@@ -88,16 +94,16 @@ func (c *Cache) assumedLocked() map[string]*Pod {
 
 // describeAssumed adds an assumed pod to ix as keys groups it. The pod is
 // copied (published Pod values are never modified); Unassume still names it
-// by origin, the pod given to Assume.
-func (c *Cache) describeAssumed(ctx context.Context, ix *index, keys KeyFunc, name string, origin *Pod) {
-	pod := *origin
+// by a.origin, the pod given to Assume.
+func (c *Cache) describeAssumed(ctx context.Context, ix *index, keys KeyFunc, name string, a *assumption) {
+	pod := *a.origin
 	groups, described, err := keys(ctx, &pod)
 	if err != nil {
 		c.log.WithError(err).WithField("pod", name).Error("computing peer keys of an assumed pod; pod not indexed")
 		return
 	}
 	pod.Claims = described
-	ix.add(name, &pod, groups, origin)
+	ix.add(name, &pod, groups, a)
 }
 
 // markDirtyLocked notes that name was written while a re-index builds its

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 )
 
 // podRecord is what the pod informer stores: the fields placement decisions
@@ -26,6 +27,9 @@ type podRecord struct {
 	// terminal: the pod succeeded or failed (the field selector keeps such
 	// pods out, but an update may still carry the phase before the delete).
 	terminal bool
+	// otherScheduler: the pod is for another scheduler than the one a
+	// Pending serves (set by stripPodFor only; it fits in padding).
+	otherScheduler bool
 }
 
 var (
@@ -70,7 +74,7 @@ func (r *podRecord) pod() *Pod {
 // samePlacement: nothing a policy reads differs between a and b.
 func samePlacement(a, b *podRecord) bool {
 	return a.uid == b.uid && a.nodeName == b.nodeName && a.terminal == b.terminal &&
-		a.priority == b.priority && a.labels == b.labels
+		a.otherScheduler == b.otherScheduler && a.priority == b.priority && a.labels == b.labels
 }
 
 // stripPod is the informer transform for pods: it keeps only what placement
@@ -98,6 +102,21 @@ func stripPod(obj any) (any, error) {
 		priority:        prio,
 		terminal:        p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
 	}, nil
+}
+
+// stripPodFor is stripPod for the pending pods of scheduler: it also
+// notes whether a pod is for another scheduler, so that Pending does not
+// trust its field selector for that.
+func stripPodFor(scheduler string) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		out, err := stripPod(obj)
+		if p, ok := obj.(*corev1.Pod); ok {
+			if r, ok := out.(*podRecord); ok {
+				r.otherScheduler = p.Spec.SchedulerName != scheduler
+			}
+		}
+		return out, err
+	}
 }
 
 // stripNode is the informer transform for nodes: policies read node labels only.
