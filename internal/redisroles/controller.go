@@ -7,10 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"os"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -78,8 +75,11 @@ type Controller struct {
 	cfg     Config
 	factory informers.SharedInformerFactory
 	pods    cache.SharedIndexInformer
-	queue   workqueue.TypedRateLimitingInterface[string]
-	memory  *memory
+	// queue holds pods that answered their last probe (or need none),
+	// slow the others: new pods and failing ones, with fewer workers.
+	queue, slow workqueue.TypedRateLimitingInterface[string]
+	health      *health
+	memory      *memory
 
 	errorsTotal  *prometheus.CounterVec
 	changesTotal prometheus.Counter
@@ -118,6 +118,8 @@ func New(cfg Config) (*Controller, error) {
 	c := &Controller{
 		cfg:        cfg,
 		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		slow:       workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		health:     newHealth(cfg.Interval),
 		memory:     newMemory(cfg.Client, cfg.MemoryNamespace, cfg.MemoryName),
 		lastErr:    map[string]string{},
 		classify:   map[types.UID]classified{},
@@ -144,14 +146,22 @@ func New(cfg Config) (*Controller, error) {
 		informers.WithTransform(stripPod))
 	c.pods = c.factory.Core().V1().Pods().Informer()
 	_, err := c.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+		AddFunc: c.enqueue,
+		UpdateFunc: func(old, obj any) {
+			if changed(old, obj) {
+				if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+					c.health.forget(key)
+				}
+			}
+			c.enqueue(obj)
+		},
 		DeleteFunc: func(obj any) {
 			if p, ok := obj.(*corev1.Pod); ok {
 				c.mu.Lock()
 				delete(c.classify, p.UID)
 				delete(c.lastErr, p.Namespace+"/"+p.Name)
 				c.mu.Unlock()
+				c.health.forget(p.Namespace + "/" + p.Name)
 			}
 		},
 	})
@@ -163,13 +173,35 @@ func New(cfg Config) (*Controller, error) {
 
 func (c *Controller) enqueue(obj any) {
 	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
-		c.queue.Add(key)
+		c.add(key)
 	}
+}
+
+// add queues key in its lane.
+func (c *Controller) add(key string) {
+	if c.health.fast(key) {
+		c.queue.Add(key)
+	} else {
+		c.slow.Add(key)
+	}
+}
+
+// changed reports whether a pod changed in what a probe depends on: then
+// its failures are forgotten.
+func changed(old, obj any) bool {
+	a, ok1 := old.(*corev1.Pod)
+	b, ok2 := obj.(*corev1.Pod)
+	if !ok1 || !ok2 {
+		return true
+	}
+	x, y := infoOf(a), infoOf(b)
+	return x.UID != y.UID || x.IP != y.IP || x.Running != y.Running || !maps.Equal(x.Ports, y.Ports) || x.Password != y.Password
 }
 
 // Run works until ctx ends, then waits for its goroutines.
 func (c *Controller) Run(ctx context.Context) error {
 	defer c.queue.ShutDown()
+	defer c.slow.ShutDown()
 	if err := c.memory.load(ctx); err != nil {
 		// Not fatal: roles are read from Redis again; only a pod recreated
 		// before it answers misses its memory.
@@ -183,7 +215,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for range c.cfg.Workers {
 		wg.Go(func() {
-			for c.next(ctx) {
+			for c.next(ctx, c.queue) {
+			}
+		})
+	}
+	// Pods that fail or are new take at most half the probes in flight.
+	for range max(1, c.cfg.Workers/2) {
+		wg.Go(func() {
+			for c.next(ctx, c.slow) {
 			}
 		})
 	}
@@ -193,11 +232,14 @@ func (c *Controller) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			c.queue.ShutDown()
+			c.slow.ShutDown()
 			wg.Wait()
 			return nil
 		case now := <-t.C:
 			for _, key := range c.pods.GetStore().ListKeys() {
-				c.queue.Add(key)
+				if c.health.isDue(key, now) {
+					c.add(key)
+				}
 			}
 			if c.leading() {
 				if err := c.memory.save(ctx, now); err != nil {
@@ -210,13 +252,13 @@ func (c *Controller) Run(ctx context.Context) error {
 
 func (c *Controller) leading() bool { return c.cfg.Leading == nil || c.cfg.Leading() }
 
-func (c *Controller) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
+func (c *Controller) next(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string]) bool {
+	key, quit := queue.Get()
 	if quit {
 		return false
 	}
-	defer c.queue.Done(key)
-	c.queue.Forget(key) // every pod is checked again each interval: no retry backoff
+	defer queue.Done(key)
+	queue.Forget(key) // failing pods are backed off by health, not by the queue
 	if c.leading() {
 		c.check(ctx, key)
 	}
@@ -243,11 +285,13 @@ func (c *Controller) check(ctx context.Context, key string) {
 	}
 	src := c.source(ctx, pol, pod)
 	if src == nil {
+		c.health.answered(key) // nothing to ask: no reason to keep it apart
 		return
 	}
 	info := infoOf(pod)
 	log := c.cfg.Log.WithField("pod", key)
 	if !info.Running || info.IP == "" {
+		c.health.answered(key)
 		c.recall(ctx, info, labels, log)
 		return
 	}
@@ -258,9 +302,11 @@ func (c *Controller) check(ctx context.Context, key string) {
 			why = ReasonPassword
 		}
 		c.failed(key, why, err, log)
+		c.health.failed(key, time.Now())
 		c.recall(ctx, info, labels, log)
 		return
 	}
+	c.health.answered(key)
 	c.succeeded(key, log)
 	c.memory.set(info.Namespace, info.Name, remembered{Role: obs.Role, Shard: obs.Shard, Owner: info.Owner, Seen: time.Now()})
 	c.write(ctx, info, labels, obs, "redis", log)
@@ -331,116 +377,3 @@ func port(info *podInfo, src *policy.LiveSource) int {
 	}
 	return src.Port
 }
-
-// checkSharedPassword refuses a shared password that could reach any
-// namespace, or travel where anyone on the path can read it.
-func checkSharedPassword(cfg Config) error {
-	switch {
-	case cfg.PasswordFile == "":
-		return nil
-	case len(cfg.PasswordNamespaces) == 0:
-		return errors.New("a shared Redis password (--redis-password-file) needs the namespaces it may be sent to (--redis-password-namespaces); without them any pod labelled like Redis would receive it")
-	case cfg.PasswordInsecure:
-		return nil
-	case cfg.TLS == nil:
-		return errors.New("a shared Redis password (--redis-password-file) goes only over TLS (--redis-tls) that verifies the server, unless --redis-password-insecure")
-	case cfg.TLS.InsecureSkipVerify:
-		return errors.New("a shared Redis password (--redis-password-file) goes only over TLS that verifies the server (not --redis-tls-insecure-skip-verify), unless --redis-password-insecure")
-	}
-	return nil
-}
-
-// password is --redis-password-file's for the pods of its namespaces, else
-// the pod's own REDIS_PASSWORD.
-func (c *Controller) password(ctx context.Context, info *podInfo) (string, error) {
-	if c.cfg.PasswordFile != "" && slices.Contains(c.cfg.PasswordNamespaces, info.Namespace) {
-		b, err := os.ReadFile(c.cfg.PasswordFile)
-		if err != nil {
-			return "", err
-		}
-		return strings.TrimRight(string(b), "\r\n"), nil
-	}
-	ref := info.Password
-	switch {
-	case ref.Value != "":
-		return ref.Value, nil
-	case ref.Secret == "":
-		return "", nil
-	case !c.cfg.PodSecrets:
-		return "", fmt.Errorf("the pod's REDIS_PASSWORD comes from Secret %s, which regosched may not read (--redis-pod-secrets)", ref.Secret)
-	}
-	s, err := c.cfg.Client.CoreV1().Secrets(info.Namespace).Get(ctx, ref.Secret, metav1.GetOptions{})
-	if err != nil {
-		return "", fmt.Errorf("reading secret %s: %w", ref.Secret, err)
-	}
-	v, ok := s.Data[ref.SecretKey]
-	if !ok {
-		return "", fmt.Errorf("secret %s has no key %q", ref.Secret, ref.SecretKey)
-	}
-	return strings.TrimRight(string(v), "\r\n"), nil
-}
-
-// Recall gives the labels of pod, as the API server has them, plus the
-// live role labels remembered of its identity, when it has none yet (ok):
-// a filter call for a recreated pod then decides with its last known role,
-// even before recall has written it. Only the API server's view counts
-// (the controller's informer, same UID): the pod object a request carries
-// can claim any owner.
-func (c *Controller) Recall(pod *corev1.Pod) (placement.Labels, bool) {
-	pol := c.cfg.Policy()
-	if pol == nil {
-		return placement.Labels{}, false
-	}
-	labels, ok := pol.LiveLabels()
-	if !ok {
-		return placement.Labels{}, false
-	}
-	if _, has := pod.Labels[labels.Role]; has {
-		return placement.Labels{}, false
-	}
-	r, ok := c.memory.get(pod.Namespace, pod.Name)
-	if !ok {
-		return placement.Labels{}, false
-	}
-	stored := c.storedPod(pod.Namespace, pod.Name, pod.UID)
-	if stored == nil {
-		return placement.Labels{}, false
-	}
-	if _, has := stored.Labels[labels.Role]; has {
-		return placement.Labels{}, false
-	}
-	owner := metav1.GetControllerOf(stored)
-	if owner == nil || r.Owner != owner.UID {
-		return placement.Labels{}, false
-	}
-	m := maps.Clone(stored.Labels)
-	if m == nil {
-		m = map[string]string{}
-	}
-	m[labels.Role] = r.Role
-	if r.Shard != "" {
-		m[labels.Shard] = r.Shard
-	}
-	return placement.NewLabels(m), true
-}
-
-// storedPod is the informer's pod namespace/name of the given UID, waiting
-// up to recallWait for a pod just created to reach the informer; nil when
-// the API server has no such pod.
-func (c *Controller) storedPod(namespace, name string, uid types.UID) *corev1.Pod {
-	deadline := time.Now().Add(c.recallWait)
-	for {
-		obj, ok, err := c.pods.GetStore().GetByKey(namespace + "/" + name)
-		if p, isPod := obj.(*corev1.Pod); err == nil && ok && isPod && p.UID == uid {
-			return p
-		}
-		if !time.Now().Before(deadline) {
-			return nil
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// defaultRecallWait is long enough for a watch event to reach the informer
-// after the scheduler saw the pod, and short next to a filter call's 5 s.
-const defaultRecallWait = 250 * time.Millisecond
