@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"slices"
@@ -49,6 +50,7 @@ type fixture struct {
 	pl     *Regosched
 	client *fake.Clientset
 	nodes  map[string]fwk.NodeInfo
+	syncs  int // pods sync created
 }
 
 // options vary the fixture: pods (by name) left out of the scheduler's
@@ -140,6 +142,30 @@ func podInfo(t *testing.T, p *corev1.Pod) fwk.PodInfo {
 		t.Fatal(err)
 	}
 	return pi
+}
+
+// sync returns once the placement cache has handled every pod event sent
+// before it: it creates a bound pod of a cluster of its own, which no test
+// pod is a peer of, and waits until the cache indexes it (the informer
+// handles events in order).
+func (f *fixture) sync(t *testing.T) {
+	t.Helper()
+	f.syncs++
+	name := fmt.Sprintf("sync-%d", f.syncs)
+	p := ls.RedisPod(ns, name, name+"-0", "master", "0")
+	p.UID = types.UID("uid-" + name)
+	p.Spec.NodeName = "n1"
+	if _, err := f.client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, ok := f.pl.cache.PodByUID(p.UID); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the placement cache did not index %s within 30s", name)
+		}
+	}
 }
 
 const (
