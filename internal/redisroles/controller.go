@@ -62,6 +62,10 @@ type Config struct {
 	// MemoryNamespace/MemoryName name the ConfigMap that keeps the last
 	// known roles across restarts; an empty MemoryName keeps them in memory.
 	MemoryNamespace, MemoryName string
+	// MemoryMaxEntries caps the pods remembered (4096 when 0); the
+	// ConfigMap's data is also kept under 900 KiB. At the cap the least
+	// recently seen are forgotten first.
+	MemoryMaxEntries int
 	// Leading tells whether this replica may write; nil: always.
 	Leading func() bool
 	// Workers probe in parallel; 4 when 0.
@@ -133,7 +137,15 @@ func New(cfg Config) (*Controller, error) {
 			Help: "Role or shard labels written onto Redis pods because Redis (or the memory of a recreated pod) said otherwise.",
 		}),
 	}
-	for _, m := range []prometheus.Collector{c.errorsTotal, c.changesTotal} {
+	if cfg.MemoryMaxEntries > 0 {
+		c.memory.maxEntries = cfg.MemoryMaxEntries
+	}
+	c.memory.log = cfg.Log
+	c.memory.evictions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "regosched_redis_role_memory_evictions_total",
+		Help: "Remembered Redis roles forgotten because the memory was full (entries or ConfigMap bytes), least recently seen first; such a pod, if recreated before Redis answers, is placed without its last known role.",
+	})
+	for _, m := range []prometheus.Collector{c.errorsTotal, c.changesTotal, c.memory.evictions} {
 		if err := cfg.Registerer.Register(m); err != nil {
 			return nil, fmt.Errorf("registering Redis role metrics: %w", err)
 		}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +21,17 @@ import (
 // memoryTTL is how long a pod that is gone is remembered: long enough for
 // a node to come back or a StatefulSet to recreate the pod elsewhere.
 const memoryTTL = 24 * time.Hour
+
+// Caps of the memory. A ConfigMap holds at most 1 MiB; an entry takes 120
+// to 450 bytes (its key is the pod's namespace and name), so the byte cap
+// binds first for long names, the entry cap otherwise.
+const (
+	defaultMemoryEntries = 4096
+	memoryMaxBytes       = 900 << 10
+	// memoryEntryOverhead is what the ConfigMap's encoding adds per entry
+	// (quotes, separators).
+	memoryEntryOverhead = 8
+)
 
 // remembered is the last role Redis reported for a pod identity
 // (namespace/name), with the controller that owned the pod: a StatefulSet's
@@ -36,6 +50,9 @@ type remembered struct {
 type memory struct {
 	client          kubernetes.Interface
 	namespace, name string // the ConfigMap; name "": kept in memory only
+	maxEntries      int
+	evictions       prometheus.Counter
+	log             logrus.FieldLogger
 
 	mu      sync.Mutex
 	entries map[string]remembered
@@ -43,7 +60,9 @@ type memory struct {
 }
 
 func newMemory(client kubernetes.Interface, namespace, name string) *memory {
-	return &memory{client: client, namespace: namespace, name: name, entries: map[string]remembered{}}
+	return &memory{client: client, namespace: namespace, name: name, entries: map[string]remembered{},
+		maxEntries: defaultMemoryEntries, evictions: prometheus.NewCounter(prometheus.CounterOpts{Name: "unregistered"}),
+		log: logrus.New()}
 }
 
 // ConfigMap keys allow [-._a-zA-Z0-9]: a namespace has no dot, so the first
@@ -57,7 +76,12 @@ func (m *memory) get(namespace, name string) (remembered, bool) {
 	return r, ok
 }
 
+// set remembers r, unless it has no owner: only a controller's pod comes
+// back as the same Redis node, so no other is ever recalled.
 func (m *memory) set(namespace, name string, r remembered) {
+	if r.Owner == "" {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := memoryKey(namespace, name)
@@ -104,26 +128,26 @@ func (m *memory) save(ctx context.Context, now time.Time) error {
 			m.dirty = true
 		}
 	}
+	data, evicted, err := m.encodeLocked()
+	if err != nil {
+		m.mu.Unlock()
+		return err
+	}
 	if m.name == "" || !m.dirty {
 		m.mu.Unlock()
 		return nil
 	}
-	data := make(map[string]string, len(m.entries))
-	for k, r := range m.entries {
-		b, err := json.Marshal(r)
-		if err != nil {
-			m.mu.Unlock()
-			return fmt.Errorf("encoding remembered role of %s: %w", k, err)
-		}
-		data[k] = string(b)
-	}
 	m.dirty = false
 	m.mu.Unlock()
+	if evicted > 0 {
+		m.log.WithFields(logrus.Fields{"dropped": evicted, "kept": len(data), "max_entries": m.maxEntries, "max_bytes": memoryMaxBytes}).
+			Warn("the memory of Redis roles is full: the least recently seen pods are forgotten, and placed without their last known role if recreated before Redis answers")
+	}
 
 	cms := m.client.CoreV1().ConfigMaps(m.namespace)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: m.namespace, Name: m.name,
 		Labels: map[string]string{"app.kubernetes.io/name": "regosched", "app.kubernetes.io/component": "redis-roles"}}, Data: data}
-	_, err := cms.Update(ctx, cm, metav1.UpdateOptions{})
+	_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
 		_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
 	}
@@ -134,4 +158,40 @@ func (m *memory) save(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("writing remembered Redis roles to ConfigMap %s/%s: %w", m.namespace, m.name, err)
 	}
 	return nil
+}
+
+// encodeLocked encodes the entries, most recently seen first, until either
+// cap is reached; the rest are dropped and counted. m.mu must be held.
+func (m *memory) encodeLocked() (map[string]string, int, error) {
+	keys := make([]string, 0, len(m.entries))
+	for k := range m.entries {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := m.entries[b].Seen.Compare(m.entries[a].Seen); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	data := make(map[string]string, min(len(keys), m.maxEntries))
+	size, evicted := 0, 0
+	for _, k := range keys {
+		b, err := json.Marshal(m.entries[k])
+		if err != nil {
+			return nil, 0, fmt.Errorf("encoding remembered role of %s: %w", k, err)
+		}
+		n := len(k) + len(b) + memoryEntryOverhead
+		if len(data) >= m.maxEntries || size+n > memoryMaxBytes {
+			delete(m.entries, k)
+			evicted++
+			continue
+		}
+		data[k] = string(b)
+		size += n
+	}
+	if evicted > 0 {
+		m.evictions.Add(float64(evicted))
+		m.dirty = true
+	}
+	return data, evicted, nil
 }

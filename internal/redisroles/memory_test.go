@@ -2,11 +2,14 @@ package redisroles
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,5 +106,73 @@ func TestMemoryRecall(t *testing.T) {
 	gotLabels := map[string]string{"regosched.io/role": got.Labels["regosched.io/role"], "regosched.io/shard": got.Labels["regosched.io/shard"], SourceAnnotation: got.Annotations[SourceAnnotation]}
 	if diff := cmp.Diff(want, gotLabels); diff != "" {
 		t.Errorf("recalled pod mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// At its cap the memory keeps the most recently seen pods, within both its
+// number of entries and the bytes of its ConfigMap, and counts the others.
+func TestMemoryCap(t *testing.T) {
+	ctx := context.Background()
+	long := strings.Repeat("n", 200) // pod names make most of an entry's bytes
+	tests := []struct {
+		name       string
+		maxEntries int
+		pods       int
+		podName    func(i int) string
+		wantKept   int
+	}{
+		{"entries", 100, 130, func(i int) string { return fmt.Sprintf("cache-%d", i) }, 100},
+		{"bytes", 100_000, 5000, func(i int) string { return fmt.Sprintf("%s-%d", long, i) }, -1},
+		{"under the cap", 100, 60, func(i int) string { return fmt.Sprintf("cache-%d", i) }, 60},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			evictions := prometheus.NewCounter(prometheus.CounterOpts{Name: "evictions"})
+			m := newMemory(client, "regosched-system", "roles")
+			m.maxEntries, m.evictions, m.log = tt.maxEntries, evictions, logrus.New()
+			start := time.Now().Add(-time.Hour)
+			for i := range tt.pods {
+				m.set("shop", tt.podName(i), remembered{Role: Master, Owner: "sts", Seen: start.Add(time.Duration(i) * time.Second)})
+			}
+			if err := m.save(ctx, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			cm, err := client.CoreV1().ConfigMaps("regosched-system").Get(ctx, "roles", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			size := 0
+			for k, v := range cm.Data {
+				size += len(k) + len(v)
+			}
+			if size > memoryMaxBytes {
+				t.Errorf("ConfigMap data of %d bytes, over %d", size, memoryMaxBytes)
+			}
+			kept := len(cm.Data)
+			if tt.wantKept >= 0 && kept != tt.wantKept {
+				t.Errorf("kept %d entries, want %d", kept, tt.wantKept)
+			}
+			if got := testutil.ToFloat64(evictions); int(got) != tt.pods-kept {
+				t.Errorf("evictions = %v, want %d", got, tt.pods-kept)
+			}
+			// The newest are kept: the last pod set, not the first.
+			if _, ok := cm.Data[memoryKey("shop", tt.podName(tt.pods-1))]; !ok {
+				t.Error("the most recently seen pod was dropped")
+			}
+			if _, ok := cm.Data[memoryKey("shop", tt.podName(0))]; ok && kept < tt.pods {
+				t.Error("the least recently seen pod was kept while others were dropped")
+			}
+			t.Logf("%d pods: kept %d in %d bytes", tt.pods, kept, size)
+		})
+	}
+}
+
+// Only pods with a controller are remembered: no other is ever recalled.
+func TestMemoryOnlyOwnedPods(t *testing.T) {
+	m := newMemory(fake.NewClientset(), "", "")
+	m.set("shop", "bare", remembered{Role: Master, Seen: time.Now()})
+	if _, ok := m.get("shop", "bare"); ok {
+		t.Error("a pod without an owner was remembered")
 	}
 }
