@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 
 	"github.com/open-policy-agent/opa/v1/bundle"
 )
@@ -94,14 +95,20 @@ func merge(base, overlay map[string]any) map[string]any {
 	return out
 }
 
-// overlayFingerprint is the hash of the overlay's content: a ConfigMap
-// volume replaces its files through a symlink swap that leaves the file's
-// own size and modification time as they were.
+// overlayFingerprint identifies the overlay without reading it: the file it
+// resolves to (a ConfigMap volume points its files at a new directory
+// through a ..data symlink, leaving the link itself as it was), that file's
+// identity on disk, size and modification time. A change of any reloads
+// the overlay, which is read within its limit then.
 func overlayFingerprint(file string) (string, error) {
-	raw, err := os.ReadFile(file)
+	resolved, err := filepath.EvalSymlinks(file)
 	if err != nil {
 		return "", fmt.Errorf("reading policy data overlay: %w", err)
 	}
-	sum := sha256.Sum256(raw)
+	info, err := os.Stat(resolved)
+	if err != nil {
+		return "", fmt.Errorf("reading policy data overlay: %w", err)
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%s", resolved, info.Size(), info.ModTime().UnixNano(), fileID(info)))
 	return hex.EncodeToString(sum[:]), nil
 }
