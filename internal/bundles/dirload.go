@@ -1,6 +1,7 @@
 package bundles
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -63,7 +64,7 @@ func (l *fsLoader) list(dir string, t *tally) error {
 			}
 		}
 		entries = append(entries, batch...)
-		if err == io.EOF || (err == nil && len(batch) == 0) {
+		if errors.Is(err, io.EOF) || (err == nil && len(batch) == 0) {
 			break
 		}
 		if err != nil {

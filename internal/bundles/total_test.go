@@ -217,7 +217,7 @@ func TestTotalLimits(t *testing.T) {
 	}
 	ctx := context.Background()
 	issue := writeTarball(t, zerosTarball(t, 12, 60<<20))
-	small := writeTarball(t, zerosTarball(t, 12, 5<<20))
+	small := writeTarball(t, zerosTarball(t, 8, 5<<20))
 	scaled := Options{SizeLimitBytes: 6 << 20, TotalLimitBytes: 12 << 20}
 	entry := func(h *tar.Header) string { return writeTarball(t, tarOf(t, []*tar.Header{h}, [][]byte{nil})) }
 	symlinked := copyPolicy(t, false)
@@ -246,7 +246,7 @@ func TestTotalLimits(t *testing.T) {
 			want: []string{issue, "exceeds the limit of 16777216 bytes for a whole bundle (--policy-max-total-bytes)"}},
 		{name: "12 files of 60 MiB of zeros, through LoadLocal", path: issue, local: true,
 			want: []string{issue, "16777216 bytes for a whole bundle"}},
-		{name: "12 files of 5 MiB, total limit 12 MiB", path: small, opts: scaled,
+		{name: "8 files of 5 MiB, total limit 12 MiB", path: small, opts: scaled,
 			want: []string{small, "/zeros/2/data.json", "exceeds the limit of 12582912 bytes for a whole bundle"}},
 		{name: "more entries than the limit", path: writeTarball(t, smallFiles(t, 50)), opts: Options{MaxEntries: 20},
 			want: []string{"more than 20 entries (--policy-max-entries)"}},
