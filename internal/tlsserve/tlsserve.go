@@ -1,6 +1,7 @@
 // Package tlsserve builds the TLS configuration of regosched's server from
 // certificate files that may be rotated on disk: the serving key pair and,
-// optionally, the CA that client certificates must chain to. Files are read
+// optionally, the CA that client certificates must chain to and the names
+// (CN or SAN) a client certificate must carry. Files are read
 // again when their modification time changes, so a rotation (cert-manager, a
 // mounted Secret) takes effect on the next handshake without a restart; a
 // rotation that leaves unreadable files keeps the last good ones.
@@ -12,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,6 +26,11 @@ type Files struct {
 	CertFile     string
 	KeyFile      string
 	ClientCAFile string
+	// AllowedClientNames, when set (it needs ClientCAFile), admits only the
+	// client certificates whose subject CN or one of whose DNS or URI SANs
+	// is in the list: the client CA may sign certificates for others than
+	// the scheduler (a cluster CA usually does).
+	AllowedClientNames []string
 }
 
 type loaded struct {
@@ -45,6 +52,14 @@ func New(files Files, log logrus.FieldLogger) (*Reloader, error) {
 	if files.CertFile == "" || files.KeyFile == "" {
 		return nil, errors.New("TLS needs both a certificate and a private key file")
 	}
+	if len(files.AllowedClientNames) > 0 && files.ClientCAFile == "" {
+		return nil, errors.New("allowed client names need a client CA file: without one, client certificates are not asked for")
+	}
+	for _, name := range files.AllowedClientNames {
+		if name == "" {
+			return nil, errors.New("allowed client names hold an empty name")
+		}
+	}
 	r := &Reloader{files: files, log: log}
 	cur, err := r.load()
 	if err != nil {
@@ -58,16 +73,59 @@ func New(files Files, log logrus.FieldLogger) (*Reloader, error) {
 func (r *Reloader) Config() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 			cur := r.current()
 			cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*cur.cert}}
 			if cur.pool != nil {
 				cfg.ClientAuth = tls.RequireAndVerifyClientCert
 				cfg.ClientCAs = cur.pool
+				if len(r.files.AllowedClientNames) > 0 {
+					// Checked on every handshake, resumed ones included, after
+					// the chain is verified against the current CA.
+					cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+						return r.checkClientName(hello, cs)
+					}
+				}
 			}
 			return cfg, nil
 		},
 	}
+}
+
+// checkClientName refuses a client whose verified certificate carries none
+// of the allowed names, and logs why.
+func (r *Reloader) checkClientName(hello *tls.ClientHelloInfo, cs tls.ConnectionState) error {
+	if len(cs.VerifiedChains) == 0 || len(cs.VerifiedChains[0]) == 0 {
+		return errors.New("no verified client certificate")
+	}
+	leaf := cs.VerifiedChains[0][0]
+	names := clientNames(leaf)
+	for _, name := range names {
+		if slices.Contains(r.files.AllowedClientNames, name) {
+			return nil
+		}
+	}
+	remote := ""
+	if hello.Conn != nil {
+		remote = hello.Conn.RemoteAddr().String()
+	}
+	r.log.WithFields(logrus.Fields{"remote": remote, "names": names, "allowed": r.files.AllowedClientNames}).
+		Warn("TLS client refused: its certificate carries none of the allowed client names")
+	return fmt.Errorf("client certificate names %q: none is an allowed client name", names)
+}
+
+// clientNames are the names a client certificate may be allowed by: its
+// subject CN, DNS SANs and URI SANs (e.g. a SPIFFE ID).
+func clientNames(c *x509.Certificate) []string {
+	var names []string
+	if c.Subject.CommonName != "" {
+		names = append(names, c.Subject.CommonName)
+	}
+	names = append(names, c.DNSNames...)
+	for _, u := range c.URIs {
+		names = append(names, u.String())
+	}
+	return names
 }
 
 // current reloads the files if one changed on disk, and returns what to serve.

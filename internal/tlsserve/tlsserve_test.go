@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -215,6 +216,129 @@ func TestNewErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := New(tt.files, log); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("New() error = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// issueClient returns a client key pair of a with the subject CN cn and the
+// DNS and URI SANs given.
+func (a *authority) issueClient(t *testing.T, serial int64, cn string, dns []string, uris ...string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		DNSNames: dns,
+	}
+	for _, raw := range uris {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl.URIs = append(tmpl.URIs, u)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// TestAllowedClientNames: with an allow-list, a certificate of the client
+// CA is admitted only when its CN, a DNS SAN or a URI SAN is listed; the
+// others, and a client without a certificate, fail the handshake, with a
+// logged reason; the list still holds after the files are rotated.
+func TestAllowedClientNames(t *testing.T) {
+	dir := t.TempDir()
+	ca := newAuthority(t, "server-ca")
+	clientCA := newAuthority(t, "client-ca")
+	files := Files{
+		CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"), ClientCAFile: filepath.Join(dir, "client-ca.crt"),
+		AllowedClientNames: []string{"kube-scheduler", "scheduler.example", "spiffe://cluster.local/ns/kube-system/sa/kube-scheduler"},
+	}
+	t0 := time.Now().Add(-time.Minute)
+	c, k := ca.issue(t, 100, x509.ExtKeyUsageServerAuth)
+	write(t, files.CertFile, c, t0)
+	write(t, files.KeyFile, k, t0)
+	write(t, files.ClientCAFile, clientCA.pem, t0)
+	log, hook := logtest.NewNullLogger()
+	r, err := New(files, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, r)
+
+	tests := []struct {
+		name     string
+		cert     tls.Certificate
+		withCert bool
+		wantOK   bool
+	}{
+		{"the scheduler by CN", clientCA.issueClient(t, 1, "kube-scheduler", nil), true, true},
+		{"the scheduler by DNS SAN", clientCA.issueClient(t, 2, "", []string{"scheduler.example"}), true, true},
+		{"the scheduler by URI SAN", clientCA.issueClient(t, 3, "x", nil, "spiffe://cluster.local/ns/kube-system/sa/kube-scheduler"), true, true},
+		{"another client of the same CA", clientCA.issueClient(t, 4, "system:node:node-1", []string{"node-1"}, "spiffe://cluster.local/ns/default/sa/default"), true, false},
+		{"a name that only contains an allowed one", clientCA.issueClient(t, 5, "kube-scheduler-impostor", nil), true, false},
+		{"no certificate", tls.Certificate{}, false, false},
+	}
+	check := func(t *testing.T) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				hook.Reset()
+				_, err := call(t, srv.URL, ca.pem, tt.cert, tt.withCert)
+				if (err == nil) != tt.wantOK {
+					t.Fatalf("call() error = %v, want accepted = %v", err, tt.wantOK)
+				}
+				if tt.wantOK || !tt.withCert {
+					return
+				}
+				var logged bool
+				for _, e := range hook.AllEntries() {
+					logged = logged || strings.Contains(e.Message, "none of the allowed client names")
+				}
+				if !logged {
+					t.Error("no log says why the client was refused")
+				}
+			})
+		}
+	}
+	t.Run("before rotation", check)
+	c2, k2 := ca.issue(t, 200, x509.ExtKeyUsageServerAuth)
+	t1 := t0.Add(30 * time.Second)
+	write(t, files.KeyFile, k2, t1)
+	write(t, files.CertFile, c2, t1)
+	write(t, files.ClientCAFile, clientCA.pem, t1)
+	t.Run("after rotation", check)
+}
+
+func TestAllowedClientNamesNeedAClientCA(t *testing.T) {
+	dir := t.TempDir()
+	ca := newAuthority(t, "server-ca")
+	files := Files{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key")}
+	c, k := ca.issue(t, 1, x509.ExtKeyUsageServerAuth)
+	write(t, files.CertFile, c, time.Now())
+	write(t, files.KeyFile, k, time.Now())
+	log, _ := logtest.NewNullLogger()
+	tests := []struct {
+		name  string
+		names []string
+		ca    string
+		want  string
+	}{
+		{"no client CA", []string{"kube-scheduler"}, "", "need a client CA file"},
+		{"an empty name", []string{"kube-scheduler", ""}, files.CertFile, "empty name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := files
+			f.AllowedClientNames, f.ClientCAFile = tt.names, tt.ca
+			if _, err := New(f, log); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("New() error = %v, want one containing %q", err, tt.want)
 			}
 		})
