@@ -22,6 +22,7 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sync/semaphore"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/decision"
@@ -38,6 +39,11 @@ const DefaultMaxBodyBytes = 32 << 20
 // in memory together.
 const DefaultMaxConcurrent = 16
 
+// DefaultBodyReadTimeout bounds the time to read one request body: the
+// scheduler sends its body at once, and a caller that trickles or stalls
+// must not hold memory or a slot until the server's ReadTimeout.
+const DefaultBodyReadTimeout = 3 * time.Second
+
 // Decider answers the extender verbs.
 type Decider interface {
 	Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*decision.Verdict, error)
@@ -53,10 +59,17 @@ type Config struct {
 	URLPrefix string
 	// MaxBodyBytes bounds request bodies; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
-	// MaxConcurrent bounds the verb requests served at once (others wait
+	// MaxConcurrent bounds the verb requests decided at once (others wait
 	// for a slot while their caller waits); 0 means DefaultMaxConcurrent.
+	// A request takes its slot once its body is read; bodies being read
+	// share a budget of MaxConcurrent times MaxBodyBytes, charged as their
+	// bytes arrive.
 	MaxConcurrent int
-	Decider       Decider
+	// BodyReadTimeout bounds the time to read a request body, from the end
+	// of its headers; a body not read by then is answered 408. 0 means
+	// DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
+	Decider         Decider
 	// Ready returns nil when decisions can be trusted (caches synced, a
 	// policy active, the API server in reach), else why not.
 	Ready func() error
@@ -81,10 +94,13 @@ type Config struct {
 }
 
 type handler struct {
-	cfg    Config
-	slots  chan struct{} // one per verb request being served
-	bodies bodyBuffers
-	args   argsDecoder
+	cfg   Config
+	slots chan struct{} // one per verb request being decided
+	// reading is the budget of body bytes held by requests, charged as
+	// they arrive, so that slow bodies cost what they sent, not a slot.
+	reading *semaphore.Weighted
+	bodies  bodyBuffers
+	args    argsDecoder
 	// priorities recycles the lists prioritize answers with.
 	priorities recycled[extenderv1.HostPriority]
 	requests   *prometheus.CounterVec
@@ -99,12 +115,16 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.MaxConcurrent <= 0 {
 		cfg.MaxConcurrent = DefaultMaxConcurrent
 	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
 	h := &handler{
-		cfg:   cfg,
-		slots: make(chan struct{}, cfg.MaxConcurrent),
+		cfg:     cfg,
+		slots:   make(chan struct{}, cfg.MaxConcurrent),
+		reading: semaphore.NewWeighted(cfg.MaxBodyBytes * int64(cfg.MaxConcurrent)),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regosched_requests_total",
-			Help: "Extender requests by verb and outcome (ok, bad_request, too_large, not_ready, error; busy: the caller left while every slot was taken).",
+			Help: "Extender requests by verb and outcome (ok, bad_request, too_large, body_timeout, not_ready, error; busy: the caller left while every slot was taken).",
 		}, []string{"verb", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "regosched_request_duration_seconds",
@@ -155,16 +175,29 @@ type outcome struct {
 func verb[A any](h *handler, name string, decodeBody func([]byte) (*A, error), answer func(context.Context, *A) outcome, release func(*A)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		select {
-		case h.slots <- struct{}{}:
-			defer func() { <-h.slots }()
-		case <-r.Context().Done():
-			// The caller gave up waiting for a slot: nobody reads an answer.
-			h.requests.WithLabelValues(name, "busy").Inc()
-			return
+		// The body is read before a slot is taken, within a deadline and
+		// the byte budget: callers that stall mid-body hold neither a slot
+		// nor more memory than they sent, and the scheduler's next call is
+		// not queued behind them.
+		body := h.limitBody(w, r)
+		defer body.release()
+		args, err := decode(&h.bodies, body, r.ContentLength, h.cfg.MaxBodyBytes, decodeBody)
+		if err == nil {
+			body.read()
+			// A body that failed needs no slot: its answer is the error (and
+			// a read error has cancelled the request's context already).
+			// Its read deadline stays: the server drains an unread body
+			// before answering, which must not wait for a stalled caller.
+			select {
+			case h.slots <- struct{}{}:
+				defer func() { <-h.slots }()
+			case <-r.Context().Done():
+				// The caller gave up waiting for a slot: nobody reads an answer.
+				h.requests.WithLabelValues(name, "busy").Inc()
+				return
+			}
 		}
 		var out outcome
-		args, err := decode(&h.bodies, http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes), r.ContentLength, h.cfg.MaxBodyBytes, decodeBody)
 		serving := h.cfg.Serving
 		if serving == nil {
 			serving = h.cfg.Ready
@@ -181,6 +214,8 @@ func verb[A any](h *handler, name string, decodeBody func([]byte) (*A, error), a
 		case errors.As(err, new(*http.MaxBytesError)):
 			out = outcome{status: http.StatusRequestEntityTooLarge, label: "too_large",
 				err: fmt.Errorf("request body exceeds %d bytes", h.cfg.MaxBodyBytes)}
+		case errors.Is(err, errBodyTimeout):
+			out = outcome{status: http.StatusRequestTimeout, label: "body_timeout", err: err}
 		default:
 			out = outcome{status: http.StatusBadRequest, label: "bad_request", err: err}
 		}
