@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
@@ -38,6 +40,11 @@ func (s *slowBinder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.pod.Spec.NodeName = b.Target.Name
 		s.mu.Unlock()
 		<-r.Context().Done() // committed; the reply never reaches the caller
+	case r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/nodes/"):
+		// Any node exists, with no labels, taints or cordon: bind checks
+		// the pod's constraints against it.
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: path.Base(r.URL.Path)}})
 	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/pods/"+s.pod.Name):
 		s.mu.Lock()
 		defer s.mu.Unlock()

@@ -41,36 +41,22 @@ const maxPolicyChanges = 3
 // binding is even sent, so the next peer's decision sees it at once.
 func (d *Decider) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) error {
 	name := args.PodNamespace + "/" + args.PodName
+	if d.opts.SchedulerName == "" {
+		d.binds.WithLabelValues("refused").Inc()
+		return fmt.Errorf("%w: binding %s: no scheduler name is configured, so no pod can be told to be the profile's", ErrRefused, name)
+	}
 	if _, ok := d.placements.NodeLabels(args.Node); !ok {
 		d.binds.WithLabelValues("refused").Inc()
 		return fmt.Errorf("%w: binding %s: node %q is not known to regosched", ErrRefused, name, args.Node)
 	}
-	var placed *placement.Pod
-	for attempt := 1; ; attempt++ {
-		pol := d.policies.Load()
-		if pol == nil {
-			return ErrNoPolicy
-		}
-		pod, keys, err := d.bindSubject(ctx, pol, args)
+	ectx, cancel := d.evalContext(ctx)
+	defer cancel()
+	placed, err := d.judgeBind(ectx, args)
+	if err != nil {
 		if errors.Is(err, errBoundAlready) {
-			d.binds.WithLabelValues("bound").Inc()
 			return nil
 		}
-		if err != nil {
-			d.binds.WithLabelValues("error").Inc()
-			return err
-		}
-		placed, err = d.commit(ctx, pol, pod, keys, args)
-		if errors.Is(err, errPolicyChanged) {
-			if attempt < maxPolicyChanges {
-				continue // judged again, under the policy now active
-			}
-			d.binds.WithLabelValues("error").Inc() // commit counts its other errors itself
-		}
-		if err != nil {
-			return err
-		}
-		break
+		return d.evalError(ectx, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: args.PodNamespace, Name: args.PodName}}, err)
 	}
 
 	binding := &v1.Binding{
@@ -83,6 +69,38 @@ func (d *Decider) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs
 	d.binds.WithLabelValues("bound").Inc()
 	d.log.WithFields(map[string]any{"pod": name, "node": args.Node}).Debug("bound")
 	return nil
+}
+
+// judgeBind is Bind's decision, with ctx bounding the policy's evaluations:
+// the placement recorded, or why not (errBoundAlready: nothing to do).
+func (d *Decider) judgeBind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) (*placement.Pod, error) {
+	for attempt := 1; ; attempt++ {
+		pol := d.policies.Load()
+		if pol == nil {
+			return nil, ErrNoPolicy
+		}
+		pod, keys, err := d.bindSubject(ctx, pol, args)
+		if errors.Is(err, errBoundAlready) {
+			d.binds.WithLabelValues("bound").Inc()
+			return nil, err
+		}
+		if errors.Is(err, ErrRefused) {
+			d.binds.WithLabelValues("refused").Inc()
+			return nil, err
+		}
+		if err != nil {
+			d.binds.WithLabelValues("error").Inc()
+			return nil, err
+		}
+		placed, err := d.commit(ctx, pol, pod, keys, args)
+		if errors.Is(err, errPolicyChanged) {
+			if attempt < maxPolicyChanges {
+				continue // judged again, under the policy now active
+			}
+			d.binds.WithLabelValues("error").Inc() // commit counts its other errors itself
+		}
+		return placed, err
+	}
 }
 
 // verifyTimeout bounds the read that settles a failed binding; it is
@@ -215,9 +233,12 @@ func (d *Decider) bindSubject(ctx context.Context, pol *policy.Policy, args *ext
 	default:
 		return nil, nil, fmt.Errorf("pod %s/%s is already assigned to node %s", args.PodNamespace, args.PodName, obj.Spec.NodeName)
 	}
-	if d.opts.SchedulerName != "" && obj.Spec.SchedulerName != d.opts.SchedulerName {
+	if obj.Spec.SchedulerName != d.opts.SchedulerName {
 		return nil, nil, fmt.Errorf("%w: pod %s/%s is for scheduler %q, not for the profile regosched serves (%q)",
 			ErrRefused, args.PodNamespace, args.PodName, obj.Spec.SchedulerName, d.opts.SchedulerName)
+	}
+	if err := d.checkNode(ctx, obj, args.Node); err != nil {
+		return nil, nil, err
 	}
 	pod := placement.PodFromObject(obj)
 	pod.Node = ""

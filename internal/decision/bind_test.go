@@ -19,6 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/regosched/regosched/internal/claims"
 	"github.com/regosched/regosched/internal/placement"
 )
 
@@ -256,6 +257,10 @@ func TestBindRecordsThePlacementBeforeTheAPIBinding(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			d, client := newDecider(t, nil, prometheus.NewRegistry())
+			// The fake clientset answers one call at a time, and the hanging
+			// binding holds it: filter must know the pods pending without
+			// reading them, as it does from the pending pods' informer.
+			d.opts.Pending = pendingAll{}
 			bindLikeAPIServer(client)
 			entered, release := make(chan struct{}), make(chan struct{})
 			client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
@@ -318,4 +323,14 @@ func TestBindRecordsThePlacementBeforeTheAPIBinding(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pendingAll says every pod is a pending pod of the profile, described
+// ahead of none.
+type pendingAll struct{}
+
+func (pendingAll) Is(*placement.Pod) bool { return true }
+
+func (pendingAll) Described(*placement.Pod, *claims.Origin) ([]string, *claims.Claims, bool) {
+	return nil, nil, false
 }

@@ -18,6 +18,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/flowcontrol"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/claims"
@@ -72,8 +73,26 @@ type Options struct {
 	Pending PendingViews
 	// SchedulerName is the profile regosched serves: bind refuses a pod of
 	// another scheduler, and filter reserves only its pending pods. Empty:
-	// not checked.
+	// no pod can be told to be the profile's, so filter reserves none and
+	// bind refuses every pod.
 	SchedulerName string
+	// EvalTimeout bounds the policy's evaluations for one verb request,
+	// counted from its start (an in-flight wait included), so that a policy
+	// that loops on a pod is answered with an error before the scheduler's
+	// httpTimeout (5s by default) rather than evaluated for as long as the
+	// caller waits. Default DefaultEvalTimeout.
+	EvalTimeout time.Duration
+	// FilterReadRate (per second) and FilterReadBurst bound the API reads
+	// of all filter calls together (is the pod the profile's pending pod,
+	// are the peers that refuse every node stale), so that a flood of
+	// filter calls cannot spend the client's rate limit that binds need.
+	// Defaults DefaultFilterReadRate and DefaultFilterReadBurst.
+	FilterReadRate  float64
+	FilterReadBurst int
+	// Nodes, if set, gives bind the node it checks a pod's node selector,
+	// required node affinity and tolerations against; nil reads the node
+	// from the API at each such check.
+	Nodes NodeSource
 	// Recall, if set, gives the labels a pending pod is decided with when
 	// they are not its own (ok): its own plus those it lacks that are
 	// remembered of its identity (the last known Redis role of a pod
@@ -88,6 +107,26 @@ type Options struct {
 	// prioritize call: one HTTP round trip and one node list less per pod.
 	SoftInFilter bool
 }
+
+// Defaults of Options.
+const (
+	// DefaultEvalTimeout is under the scheduler's 5s httpTimeout, with room
+	// for the answer to travel; a sane policy evaluates in microseconds.
+	DefaultEvalTimeout = 3 * time.Second
+	// DefaultFilterReadRate and DefaultFilterReadBurst leave most of the
+	// verbs client's rate limit (50 per second by default) to binds: the
+	// scheduler's own filter calls read only in races with the informers.
+	DefaultFilterReadRate  = 5
+	DefaultFilterReadBurst = 20
+)
+
+// ErrEvalTimeout wraps the error of a request whose policy evaluations
+// did not end within Options.EvalTimeout.
+var ErrEvalTimeout = errors.New("the policy's evaluation exceeded its deadline")
+
+// errEvalDeadline is the cause of a request's evaluation context ending at
+// its deadline, as opposed to the caller leaving.
+var errEvalDeadline = errors.New("policy evaluation deadline")
 
 // PendingViews gives what was worked out for a pending pod ahead of its
 // filter call (implemented by placement.Pending).
@@ -111,13 +150,15 @@ type Decider struct {
 	policies   Policies
 	log        logrus.FieldLogger
 	opts       Options
-	locks      *groupLocks
-	scores     *scoreCache
-	totals     totalsBuffers
-	denials    *prometheus.CounterVec
-	waits      prometheus.Histogram
-	binds      *prometheus.CounterVec
-	described  *prometheus.CounterVec
+	// filterReads is the budget of API reads all filter calls share.
+	filterReads flowcontrol.RateLimiter
+	locks       *groupLocks
+	scores      *scoreCache
+	totals      totalsBuffers
+	denials     *prometheus.CounterVec
+	waits       prometheus.Histogram
+	binds       *prometheus.CounterVec
+	described   *prometheus.CounterVec
 	// describedAhead and describedNow are described's two children.
 	describedAhead, describedNow prometheus.Counter
 }
@@ -131,13 +172,23 @@ func New(placements Placements, policies Policies, log logrus.FieldLogger, reg p
 		// Waiting longer than a reservation lives is pointless.
 		opts.MaxWait = opts.InFlightTTL
 	}
+	if opts.EvalTimeout <= 0 {
+		opts.EvalTimeout = DefaultEvalTimeout
+	}
+	if opts.FilterReadRate <= 0 {
+		opts.FilterReadRate = DefaultFilterReadRate
+	}
+	if opts.FilterReadBurst <= 0 {
+		opts.FilterReadBurst = DefaultFilterReadBurst
+	}
 	d := &Decider{
-		placements: placements,
-		policies:   policies,
-		log:        log,
-		opts:       opts,
-		locks:      newGroupLocks(),
-		scores:     newScoreCache(opts.InFlightTTL),
+		placements:  placements,
+		policies:    policies,
+		log:         log,
+		opts:        opts,
+		filterReads: flowcontrol.NewTokenBucketRateLimiter(float32(opts.FilterReadRate), opts.FilterReadBurst),
+		locks:       newGroupLocks(),
+		scores:      newScoreCache(opts.InFlightTTL),
 		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regosched_filter_denials_total",
 			Help: "Candidate nodes removed by filter, by rule and by whether preemption could resolve the conflict.",
@@ -175,6 +226,32 @@ type subject struct {
 	keys      []string
 	peers     []*placement.Pod
 	byUID     map[types.UID]*placement.Pod // built on first use by peer
+	// verified is isPendingPod's answer, once asked.
+	verified verification
+}
+
+// verification says whether a request's pod was found to be a pending pod
+// of the profile.
+type verification uint8
+
+const (
+	unverified verification = iota
+	verifiedPending
+	notPending
+)
+
+// evalContext bounds the policy's evaluations of one request.
+func (d *Decider) evalContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, d.opts.EvalTimeout, errEvalDeadline)
+}
+
+// evalError says, of err from a request whose evaluations ran under ectx,
+// that the policy took too long on pod when ectx's deadline ended it.
+func (d *Decider) evalError(ectx context.Context, pod *v1.Pod, err error) error {
+	if err == nil || !errors.Is(context.Cause(ectx), errEvalDeadline) || !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("pod %s/%s: %w (%v): %w", pod.Namespace, pod.Name, ErrEvalTimeout, d.opts.EvalTimeout, err)
 }
 
 // peer returns the peer with uid, if s has one.

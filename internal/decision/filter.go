@@ -82,16 +82,27 @@ func (v *Verdict) answer(args *extenderv1.ExtenderArgs, names func([]string, []i
 // it has a lower priority than the pod (preemption may help), otherwise as
 // FailedAndUnresolvableNodes. args is only read.
 func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*Verdict, error) {
-	s, err := d.lookup(ctx, args.Pod, true)
+	ectx, cancel := d.evalContext(ctx)
+	defer cancel()
+	v, err := d.filterPod(ctx, ectx, args)
+	return v, d.evalError(ectx, args.Pod, err)
+}
+
+// filterPod is Filter, with ectx bounding the policy's evaluations and ctx
+// the API reads.
+func (d *Decider) filterPod(ctx, ectx context.Context, args *extenderv1.ExtenderArgs) (*Verdict, error) {
+	s, err := d.lookup(ectx, args.Pod, true)
 	if err != nil {
 		return nil, err
 	}
-	result, kept, penalties, err := d.filter(ctx, s, args)
+	result, kept, penalties, err := d.filter(ectx, s, args)
 	if err != nil {
 		return nil, err
 	}
-	if len(kept) == 0 && d.refreshPeers(ctx, s, result) {
-		if result, kept, penalties, err = d.filter(ctx, s, args); err != nil {
+	// Peers are re-read only for a pod the API server has as the profile's
+	// pending pod: a forged call must not spend the reads binds need.
+	if len(kept) == 0 && d.isPendingPod(ctx, s) && d.refreshPeers(ctx, s, result) {
+		if result, kept, penalties, err = d.filter(ectx, s, args); err != nil {
 			return nil, err
 		}
 	}
@@ -122,16 +133,33 @@ func (d *Decider) FilterAnswer(ctx context.Context, args *extenderv1.ExtenderArg
 // does not exist, or with other labels, must leave no reservation that
 // holds real peers back or that bind would trust. Pods the pending informer
 // reported are checked in memory; others (not reported yet) are read.
+//
+// With no SchedulerName nothing is: no pod can be told to be the profile's.
+// The answer is kept in s, so a request reads the pod once at most; reads
+// come from the budget all filter calls share (filterReads), and a pod that
+// cannot be read within it is not trusted.
 func (d *Decider) isPendingPod(ctx context.Context, s *subject) bool {
+	if s.verified != unverified {
+		return s.verified == verifiedPending
+	}
+	ok := d.checkPendingPod(ctx, s)
+	s.verified = notPending
+	if ok {
+		s.verified = verifiedPending
+	}
+	return ok
+}
+
+func (d *Decider) checkPendingPod(ctx context.Context, s *subject) bool {
 	if d.opts.SchedulerName == "" {
-		return true // nothing to check against
+		return false
 	}
 	own := *s.pod
 	own.Labels = s.ownLabels
 	if d.opts.Pending != nil && d.opts.Pending.Is(&own) {
 		return true
 	}
-	if d.opts.Client == nil {
+	if d.opts.Client == nil || !d.filterReads.TryAccept() {
 		return false
 	}
 	obj, err := d.opts.Client.CoreV1().Pods(own.Namespace).Get(ctx, own.Name, metav1.GetOptions{})
@@ -143,8 +171,10 @@ func (d *Decider) isPendingPod(ctx context.Context, s *subject) bool {
 		real.Labels == own.Labels && real.Priority == own.Priority
 }
 
-// maxRefresh bounds the API reads of refreshPeers for one request.
-const maxRefresh = 32
+// maxRefresh bounds the API reads of refreshPeers for one request: a peer
+// deleted or relabelled just before the retry is the case it serves, so a
+// few reads find it, and more would only spend the budget binds share.
+const maxRefresh = 4
 
 // refreshPeers re-reads from the API the peers that made every candidate
 // fail, and reports whether any of them was stale (gone, replaced, moved,
@@ -167,7 +197,7 @@ func (d *Decider) refreshPeers(ctx context.Context, s *subject, r *extenderv1.Ex
 	fresh := make([]*placement.Pod, 0, len(s.peers))
 	stale, reads := false, 0
 	for _, p := range s.peers {
-		if !failed(p.Node) || reads >= maxRefresh {
+		if !failed(p.Node) || reads >= maxRefresh || !d.filterReads.TryAccept() {
 			fresh = append(fresh, p)
 			continue
 		}

@@ -189,9 +189,12 @@ func TestFilterRefreshesStalePeersBeforeRefusingEverything(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, _ := newDecider(t, []*placement.Pod{peer}, prometheus.NewRegistry())
-			d.opts.Client = fake.NewClientset(tt.api...)
+			// The pending pod is the profile's, in the API: only such a pod's
+			// filter call may spend reads on its peers.
+			pending := esData("es-data-1", "")
+			d.opts.Client = fake.NewClientset(append(tt.api, profilePod(pending, testScheduler))...)
 			got, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{
-				Pod: pendingPod(esData("es-data-1", "")), NodeNames: names("node-1"),
+				Pod: pendingPod(pending), NodeNames: names("node-1"),
 			})
 			if err != nil {
 				t.Fatal(err)

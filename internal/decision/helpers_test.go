@@ -75,7 +75,7 @@ func podObject(p *placement.Pod) *v1.Pod {
 	prio := p.Priority
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Labels: p.Labels.Map()},
-		Spec:       v1.PodSpec{Priority: &prio, NodeName: p.Node},
+		Spec:       v1.PodSpec{Priority: &prio, NodeName: p.Node, SchedulerName: testScheduler},
 		Status:     v1.PodStatus{Phase: v1.PodRunning},
 	}
 }
@@ -87,6 +87,10 @@ var zones = map[string]map[string]string{
 	"node-4": {"topology.kubernetes.io/zone": "zone-a"},
 }
 
+// testScheduler is the profile the tests' deciders serve, and their pods'
+// schedulerName.
+const testScheduler = "regosched"
+
 // newDecider runs the real placement cache over a fake clientset that holds
 // the nodes of zones and the given bound pods.
 func newDecider(t testing.TB, bound []*placement.Pod, reg prometheus.Registerer) (*Decider, *fake.Clientset) {
@@ -94,8 +98,15 @@ func newDecider(t testing.TB, bound []*placement.Pod, reg prometheus.Registerer)
 	return newDeciderWith(t, bound, reg, Options{})
 }
 
-// newDeciderWith is newDecider with opts, whose Client and MaxWait it sets.
+// newDeciderWith is newDecider with opts, whose Client and MaxWait it sets,
+// and SchedulerName when empty.
 func newDeciderWith(t testing.TB, bound []*placement.Pod, reg prometheus.Registerer, opts Options) (*Decider, *fake.Clientset) {
+	t.Helper()
+	return newDeciderWithPolicy(t, defaultPolicy(t), bound, reg, opts)
+}
+
+// newDeciderWithPolicy is newDeciderWith deciding with pol.
+func newDeciderWithPolicy(t testing.TB, pol *policy.Policy, bound []*placement.Pod, reg prometheus.Registerer, opts Options) (*Decider, *fake.Clientset) {
 	t.Helper()
 	var objs []runtime.Object
 	for name, labels := range zones {
@@ -105,7 +116,6 @@ func newDeciderWith(t testing.TB, bound []*placement.Pod, reg prometheus.Registe
 		objs = append(objs, podObject(p))
 	}
 	client := fake.NewClientset(objs...)
-	pol := defaultPolicy(t)
 	log, _ := logtest.NewNullLogger()
 	cache, err := placement.New(client, policy.Describer(func() *policy.Policy { return pol }), log)
 	if err != nil {
@@ -118,6 +128,9 @@ func newDeciderWith(t testing.TB, bound []*placement.Pod, reg prometheus.Registe
 		t.Fatal("cache did not sync")
 	}
 	opts.Client, opts.MaxWait = client, 100*time.Millisecond
+	if opts.SchedulerName == "" {
+		opts.SchedulerName = testScheduler
+	}
 	d, err := New(cache, staticPolicies{pol}, log, reg, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -111,3 +111,45 @@ func TestForgedFilterLeavesNoReservationBindTrusts(t *testing.T) {
 		t.Error("the scheduler's own filter call left no reservation")
 	}
 }
+
+// With no scheduler name, nothing tells the profile's pods from the others':
+// filter leaves no reservation and bind refuses every pod, saying why,
+// instead of binding whatever pod a caller names.
+func TestEmptySchedulerNameTrustsNothing(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		pod  *v1.Pod
+	}{
+		{"a pod of the profile", profilePod(esData("es-data-1", ""), testScheduler)},
+		{"a pod of another scheduler", profilePod(&placement.Pod{Namespace: "kube-system", Name: "coredns-1", UID: "uid-coredns"}, "default-scheduler")},
+		{"a pod with no scheduler name", profilePod(esData("es-data-2", ""), "")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, client := newDecider(t, nil, prometheus.NewRegistry())
+			d.opts.SchedulerName = ""
+			bindLikeAPIServer(client)
+			if _, err := client.CoreV1().Pods(tt.pod.Namespace).Create(ctx, tt.pod, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.FilterAnswer(ctx, &extenderv1.ExtenderArgs{Pod: tt.pod, NodeNames: names("node-1")}); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, _, ok := d.placements.Reserved(tt.pod.UID); ok {
+				t.Error("filter left a reservation with no scheduler name to check the pod against")
+			}
+			err := d.Bind(ctx, &extenderv1.ExtenderBindingArgs{PodName: tt.pod.Name, PodNamespace: tt.pod.Namespace, PodUID: tt.pod.UID, Node: "node-1"})
+			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "no scheduler name") {
+				t.Fatalf("Bind() error = %v, want a refusal that names the missing scheduler name", err)
+			}
+			got, err := client.CoreV1().Pods(tt.pod.Namespace).Get(ctx, tt.pod.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff("", got.Spec.NodeName); diff != "" {
+				t.Errorf("node of the pod (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

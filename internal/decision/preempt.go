@@ -17,6 +17,14 @@ import (
 // master). The answer is always NodeNameToMetaVictims, as the scheduler
 // expects from every extender.
 func (d *Decider) Preempt(ctx context.Context, args *extenderv1.ExtenderPreemptionArgs) (*extenderv1.ExtenderPreemptionResult, error) {
+	ctx, cancel := d.evalContext(ctx)
+	defer cancel()
+	res, err := d.preempt(ctx, args)
+	return res, d.evalError(ctx, args.Pod, err)
+}
+
+// preempt is Preempt, with ctx bounding the policy's evaluations.
+func (d *Decider) preempt(ctx context.Context, args *extenderv1.ExtenderPreemptionArgs) (*extenderv1.ExtenderPreemptionResult, error) {
 	s, err := d.lookup(ctx, args.Pod, false)
 	if err != nil {
 		return nil, err

@@ -81,6 +81,14 @@ func (d *Decider) penalties(ctx context.Context, args *extenderv1.ExtenderArgs) 
 	if p, ok := d.scores.take(args.Pod.UID, pol); ok {
 		return p, nil
 	}
+	ectx, cancel := d.evalContext(ctx)
+	defer cancel()
+	p, err := d.penaltiesNow(ectx, args)
+	return p, d.evalError(ectx, args.Pod, err)
+}
+
+// penaltiesNow evaluates the pod's penalties.
+func (d *Decider) penaltiesNow(ctx context.Context, args *extenderv1.ExtenderArgs) ([]policy.Penalty, error) {
 	// No wait: filter, just before, waited for the same peers.
 	s, err := d.lookup(ctx, args.Pod, false)
 	if err != nil || len(s.peers) == 0 {
