@@ -90,6 +90,8 @@ func runServe(args []string) error {
 	fs.StringVar(&opts.Bundles.BearerTokenFile, "policy-bearer-token-file", "", "http(s) --policy: send the token in this file (read at every request) as Authorization: Bearer")
 	fs.BoolVar(&opts.Bundles.Insecure, "policy-insecure", false, "allow an http:// --policy with --policy-bearer-token-file or without --policy-verification-key (refused by default: anyone on the path could read the token or replace the unsigned bundle)")
 	fs.Int64Var(&opts.Bundles.MaxBytes, "policy-max-bytes", bundles.DefaultBundleSizeLimit, "largest file a policy bundle may hold, and largest bundle download, in bytes; bigger ones are refused before they are read into memory")
+	fs.Int64Var(&opts.Bundles.MaxTotalBytes, "policy-max-total-bytes", bundles.DefaultBundleTotalLimit, "largest sum of a policy bundle's files, decompressed, in bytes; checked while the bundle streams, before it is held in memory (a bundle's parsed data takes about 20 times its size)")
+	fs.IntVar(&opts.Bundles.MaxEntries, "policy-max-entries", bundles.DefaultBundleMaxEntries, "most files and directories a policy bundle may hold")
 	fs.StringVar(&opts.Bundles.VerificationKey, "policy-verification-key", "", "require signed bundles: PEM file of the public key (RSA, ECDSA), or the secret for HS256/384/512; unsigned or tampered bundles are refused")
 	fs.StringVar(&opts.Bundles.VerificationKeyID, "policy-verification-key-id", "default", "key id of --policy-verification-key (the keyid the bundle was signed with)")
 	fs.StringVar(&opts.Bundles.SigningAlg, "policy-signing-alg", "RS256", "signature algorithm of --policy-verification-key")

@@ -104,6 +104,11 @@ type BundleOptions struct {
 	// MaxBytes caps each file of a bundle and a downloaded bundle's size
 	// (0: bundles.DefaultBundleSizeLimit).
 	MaxBytes int64
+	// MaxTotalBytes caps the sum of a bundle's files, decompressed, and
+	// MaxEntries their number, both checked while the bundle streams (0:
+	// bundles.DefaultBundleTotalLimit and DefaultBundleMaxEntries).
+	MaxTotalBytes int64
+	MaxEntries    int
 	// Insecure allows a plain http:// bundle URL with a bearer token or
 	// without a verification key.
 	Insecure bool

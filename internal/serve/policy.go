@@ -15,6 +15,8 @@ func loadPolicy(ctx context.Context, opts Options) (loaded, string, *bundles.Rem
 	bo := opts.Bundles
 	popts.RunTests = bo.RunTests
 	popts.SizeLimitBytes = bo.MaxBytes
+	popts.TotalLimitBytes = bo.MaxTotalBytes
+	popts.MaxEntries = bo.MaxEntries
 	popts.DataFile = opts.PolicyData
 	if bo.VerificationKey != "" && opts.PolicyData != "" {
 		// What a signed bundle runs with must be what was signed.
