@@ -88,6 +88,7 @@ func runServe(args []string) error {
 	fs.DurationVar(&opts.Bundles.LongPollingTimeout, "policy-long-polling-timeout", 0, "http(s) --policy: ask the server to hold each poll open until the bundle changes, at most this long, if it supports long polling (0: off)")
 	fs.DurationVar(&opts.Bundles.StartTimeout, "policy-start-timeout", 30*time.Second, "http(s) --policy: how long to retry an unreachable bundle server at start before exiting; regosched never serves without a policy")
 	fs.StringVar(&opts.Bundles.BearerTokenFile, "policy-bearer-token-file", "", "http(s) --policy: send the token in this file (read at every request) as Authorization: Bearer")
+	fs.StringVar(&opts.Bundles.CACertFile, "policy-ca-cert", "", "https --policy: PEM file of the CAs the bundle server's certificate must chain to (default: the system's roots)")
 	fs.BoolVar(&opts.Bundles.Insecure, "policy-insecure", false, "allow an http:// --policy with --policy-bearer-token-file or without --policy-verification-key (refused by default: anyone on the path could read the token or replace the unsigned bundle)")
 	fs.Int64Var(&opts.Bundles.MaxBytes, "policy-max-bytes", bundles.DefaultBundleSizeLimit, "largest file a policy bundle may hold, and largest bundle download, in bytes; bigger ones are refused before they are read into memory")
 	fs.Int64Var(&opts.Bundles.MaxTotalBytes, "policy-max-total-bytes", bundles.DefaultBundleTotalLimit, "largest sum of a policy bundle's files, decompressed, in bytes; checked while the bundle streams, before it is held in memory (a bundle's parsed data takes about 20 times its size)")
@@ -107,6 +108,10 @@ func runServe(args []string) error {
 	fs.StringVar(&opts.TLS.CertFile, "tls-cert-file", "", "serve HTTPS with this PEM certificate (reloaded when it changes)")
 	fs.StringVar(&opts.TLS.KeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")
 	fs.StringVar(&opts.TLS.ClientCAFile, "client-ca-file", "", "require client certificates signed by a CA in this PEM file (reloaded when it changes)")
+	fs.Func("tls-allowed-client-names", "--client-ca-file: comma-separated names (subject CN, DNS or URI SAN) of the only client certificates accepted, such as the scheduler's; others signed by the same CA are refused at the handshake (default: any the CA signed)", func(v string) error {
+		opts.TLS.AllowedClientNames = commaList(v)
+		return nil
+	})
 	qps := fs.Float64("kube-api-qps", 100, "queries per second to the API server (binds, reads)")
 	fs.IntVar(&opts.KubeAPIBurst, "kube-api-burst", 200, "burst of queries to the API server")
 	backgroundQPS := fs.Float64("kube-api-background-qps", 20, "queries per second for the writes that are not binds (audit Events, Redis role labels and their ConfigMap), on a client of their own so that they never delay a bind")

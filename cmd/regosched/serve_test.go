@@ -13,6 +13,8 @@ func TestServeRefusesFlagValues(t *testing.T) {
 	}{
 		{[]string{"--soft-rules=score"}, `--soft-rules: want prioritize or filter, got "score"`},
 		{[]string{"--log-format=xml"}, "--log-format: want text or json"},
+		// Parsed, then refused: no client certificate is asked for.
+		{[]string{"--tls-allowed-client-names=regosched-scheduler"}, "--tls-allowed-client-names needs --tls-cert-file and --client-ca-file"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

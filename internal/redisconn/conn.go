@@ -36,7 +36,7 @@ func (c *conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if verr := c.v.Feed(p[:n]); verr != nil {
 		// Closed so that nothing more is read from a server that lies.
-		_ = c.Conn.Close()
+		_ = c.Close()
 		return 0, verr
 	}
 	return n, err

@@ -105,7 +105,8 @@ func (v *Validator) Feed(p []byte) error {
 	for i := 0; i < len(p); i++ {
 		v.replyLen++
 		if v.replyLen > v.lim.MaxReply {
-			return v.fail("a reply longer than %d bytes", v.lim.MaxReply)
+			v.fail("a reply longer than %d bytes", v.lim.MaxReply)
+			return v.err
 		}
 		switch v.state {
 		case stType:
@@ -117,7 +118,8 @@ func (v *Validator) Feed(p []byte) error {
 			n := min(v.payload, int64(len(p)-i))
 			v.replyLen += n - 1
 			if v.replyLen > v.lim.MaxReply {
-				return v.fail("a reply longer than %d bytes", v.lim.MaxReply)
+				v.fail("a reply longer than %d bytes", v.lim.MaxReply)
+				return v.err
 			}
 			v.payload -= n
 			i += int(n) - 1
@@ -142,9 +144,9 @@ func (v *Validator) Feed(p []byte) error {
 	return nil
 }
 
-func (v *Validator) fail(format string, args ...any) error {
+// fail makes the stream's verdict a refusal, for good.
+func (v *Validator) fail(format string, args ...any) {
 	v.err = fmt.Errorf("%w: %s", ErrProtocol, fmt.Sprintf(format, args...))
-	return v.err
 }
 
 func (v *Validator) startLine(b byte) {

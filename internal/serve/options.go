@@ -101,6 +101,9 @@ type BundleOptions struct {
 	// regosched never serves without a policy.
 	StartTimeout    time.Duration
 	BearerTokenFile string
+	// CACertFile is the PEM file of the CAs a bundle server's certificate
+	// must chain to (default: the system's roots).
+	CACertFile string
 	// MaxBytes caps each file of a bundle and a downloaded bundle's size
 	// (0: bundles.DefaultBundleSizeLimit).
 	MaxBytes int64
@@ -144,6 +147,11 @@ type RedisRolesOptions struct {
 func (o Options) check() error {
 	if o.SchedulerName == "" {
 		return errors.New("--scheduler-name is empty: name the scheduler profile that calls regosched, whose pods alone it may bind")
+	}
+	// Without client certificates there is no name to check: the list
+	// would be a restriction that restricts nothing.
+	if len(o.TLS.AllowedClientNames) > 0 && (o.TLS.CertFile == "" || o.TLS.ClientCAFile == "") {
+		return errors.New("--tls-allowed-client-names needs --tls-cert-file and --client-ca-file: without them no client certificate is asked for")
 	}
 	return nil
 }

@@ -37,7 +37,7 @@ func loadPolicy(ctx context.Context, opts Options) (loaded, string, *bundles.Rem
 	if bundles.IsRemote(opts.PolicyPath) {
 		r := &bundles.Remote{
 			URL: opts.PolicyPath, MinDelay: bo.MinDelay, MaxDelay: bo.MaxDelay, LongPollingTimeout: bo.LongPollingTimeout,
-			BearerTokenFile: bo.BearerTokenFile, Insecure: bo.Insecure, Options: popts, Log: opts.Log.WithField("component", "policy"),
+			BearerTokenFile: bo.BearerTokenFile, CACertFile: bo.CACertFile, Insecure: bo.Insecure, Options: popts, Log: opts.Log.WithField("component", "policy"),
 		}
 		p, err := r.First(ctx, bo.StartTimeout)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/tlsserve"
 )
 
 // TestUnreachableAPIServerIsNotReady: with no API server to sync from,
@@ -98,6 +99,11 @@ func TestOptionsChecksAtStart(t *testing.T) {
 		// An empty name once let bind authorise a pod of any scheduler
 		// (issue 34 item 9).
 		{"no scheduler name", Options{}, "--scheduler-name is empty"},
+		// Names to allow, but no client certificates asked for (item 8).
+		{"allowed client names over plain HTTP", Options{SchedulerName: "regosched", TLS: tlsserve.Files{AllowedClientNames: []string{"regosched-scheduler"}}},
+			"--tls-allowed-client-names needs --tls-cert-file and --client-ca-file"},
+		{"allowed client names without a client CA", Options{SchedulerName: "regosched", TLS: tlsserve.Files{CertFile: "tls.crt", KeyFile: "tls.key", AllowedClientNames: []string{"regosched-scheduler"}}},
+			"--tls-allowed-client-names needs --tls-cert-file and --client-ca-file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
