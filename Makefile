@@ -58,10 +58,11 @@ rego: ## opa fmt, opa check --strict and opa test with coverage on rego/
 # at the deadline (golang/go#75804), which a shared 2-core machine makes common.
 FUZZTIME ?= 5000x
 FUZZFLAGS = -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
-fuzz: ## A short, bounded run of every fuzz target (FUZZTIME executions each; seeds in testdata/requests)
+fuzz: ## A short, bounded run of every fuzz target (FUZZTIME executions each; seeds in testdata/)
 	@for t in FuzzFilter FuzzPrioritize FuzzPreempt FuzzBind; do \
 	  echo "fuzz $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" $(FUZZFLAGS) ./internal/extender/ || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzInput$$' $(FUZZFLAGS) ./internal/policy/
+	$(GO) test -run '^$$' -fuzz '^FuzzRESPValidator$$' $(FUZZFLAGS) ./internal/redisconn/
 
 e2e: ## End-to-end suite on a local control plane (builds etcd, kube-apiserver, kube-scheduler once, cached)
 	$(GO) test -tags e2e -count=1 -timeout 40m -v ./test/localcluster/ ./test/localredis/ ./internal/redisroles/ ./test/e2e/
