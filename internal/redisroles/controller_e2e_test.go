@@ -22,14 +22,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
-	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/regosched/regosched/internal/policy"
 	"github.com/regosched/regosched/test/localredis"
 )
 
@@ -45,28 +43,11 @@ func redisPod(name string, port int, env ...corev1.EnvVar) *corev1.Pod {
 	return p
 }
 
+// startController runs a controller at testInterval (see runController).
 func startController(t *testing.T, client kubernetes.Interface, cfg Config) (*Controller, *prometheus.Registry) {
 	t.Helper()
-	pol := defaultPolicy(t)
-	reg := prometheus.NewRegistry()
-	cfg.Client, cfg.Policy, cfg.Interval, cfg.Registerer = client, func() *policy.Policy { return pol }, testInterval, reg
-	log := logrus.New()
-	log.SetLevel(logrus.WarnLevel)
-	cfg.Log = log
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run() = %v", err)
-		}
-	})
-	return c, reg
+	cfg.Interval = testInterval
+	return runController(t, client, cfg)
 }
 
 // roleLabels reads the live role labels of every pod of shop.

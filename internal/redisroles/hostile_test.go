@@ -37,12 +37,14 @@ func listenerPod(ns, name string, port int, env ...corev1.EnvVar) *corev1.Pod {
 	return p
 }
 
-// runController starts a controller over client with cfg (interval 100 ms)
-// until the test ends.
-func runController(t *testing.T, client kubernetes.Interface, cfg Config) *Controller {
+// runController starts a controller over client with cfg (interval 100 ms
+// unless cfg sets one) until the test ends; it returns the controller and
+// the registry of its metrics.
+func runController(t *testing.T, client kubernetes.Interface, cfg Config) (*Controller, *prometheus.Registry) {
 	t.Helper()
 	pol := defaultPolicy(t)
-	cfg.Client, cfg.Policy, cfg.Registerer = client, func() *policy.Policy { return pol }, prometheus.NewRegistry()
+	reg := prometheus.NewRegistry()
+	cfg.Client, cfg.Policy, cfg.Registerer = client, func() *policy.Policy { return pol }, reg
 	if cfg.Interval == 0 {
 		cfg.Interval = 100 * time.Millisecond
 	}
@@ -62,7 +64,7 @@ func runController(t *testing.T, client kubernetes.Interface, cfg Config) *Contr
 			t.Errorf("Run() = %v", err)
 		}
 	})
-	return c
+	return c, reg
 }
 
 func createPods(t *testing.T, client kubernetes.Interface, pods ...*corev1.Pod) {
@@ -91,7 +93,7 @@ func TestHostileRedisPod(t *testing.T) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	before := ms.TotalAlloc
-	c := runController(t, client, Config{})
+	c, _ := runController(t, client, Config{})
 	err = wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		return testutil.ToFloat64(c.errorsTotal.WithLabelValues(ReasonProtocol)) >= 2, nil
 	})

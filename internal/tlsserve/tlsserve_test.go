@@ -113,17 +113,28 @@ func call(t *testing.T, url string, roots []byte, clientCert tls.Certificate, wi
 	return resp.TLS.PeerCertificates[0].SerialNumber.Int64(), nil
 }
 
+// servingFiles writes into dir a serving pair that ca signs (serial 100)
+// and, unless clientCA is nil, clientCA's certificate, all modified at mod.
+func servingFiles(t *testing.T, dir string, ca, clientCA *authority, mod time.Time) Files {
+	t.Helper()
+	files := Files{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key")}
+	c, k := ca.issue(t, 100, x509.ExtKeyUsageServerAuth)
+	write(t, files.CertFile, c, mod)
+	write(t, files.KeyFile, k, mod)
+	if clientCA != nil {
+		files.ClientCAFile = filepath.Join(dir, "client-ca.crt")
+		write(t, files.ClientCAFile, clientCA.pem, mod)
+	}
+	return files
+}
+
 func TestServingRotationAndClientAuth(t *testing.T) {
 	dir := t.TempDir()
 	ca := newAuthority(t, "server-ca")
 	clientCA := newAuthority(t, "client-ca")
 	otherCA := newAuthority(t, "other-ca")
-	files := Files{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"), ClientCAFile: filepath.Join(dir, "client-ca.crt")}
 	t0 := time.Now().Add(-time.Minute)
-	c, k := ca.issue(t, 100, x509.ExtKeyUsageServerAuth)
-	write(t, files.CertFile, c, t0)
-	write(t, files.KeyFile, k, t0)
-	write(t, files.ClientCAFile, clientCA.pem, t0)
+	files := servingFiles(t, dir, ca, clientCA, t0)
 
 	log, hook := logtest.NewNullLogger()
 	r, err := New(files, log)
@@ -178,10 +189,7 @@ func TestServingRotationAndClientAuth(t *testing.T) {
 func TestServerOnlyTLS(t *testing.T) {
 	dir := t.TempDir()
 	ca := newAuthority(t, "server-ca")
-	files := Files{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key")}
-	c, k := ca.issue(t, 1, x509.ExtKeyUsageServerAuth)
-	write(t, files.CertFile, c, time.Now())
-	write(t, files.KeyFile, k, time.Now())
+	files := servingFiles(t, dir, ca, nil, time.Now())
 	log, _ := logtest.NewNullLogger()
 	r, err := New(files, log)
 	if err != nil {
@@ -258,15 +266,9 @@ func TestAllowedClientNames(t *testing.T) {
 	dir := t.TempDir()
 	ca := newAuthority(t, "server-ca")
 	clientCA := newAuthority(t, "client-ca")
-	files := Files{
-		CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"), ClientCAFile: filepath.Join(dir, "client-ca.crt"),
-		AllowedClientNames: []string{"kube-scheduler", "scheduler.example", "spiffe://cluster.local/ns/kube-system/sa/kube-scheduler"},
-	}
 	t0 := time.Now().Add(-time.Minute)
-	c, k := ca.issue(t, 100, x509.ExtKeyUsageServerAuth)
-	write(t, files.CertFile, c, t0)
-	write(t, files.KeyFile, k, t0)
-	write(t, files.ClientCAFile, clientCA.pem, t0)
+	files := servingFiles(t, dir, ca, clientCA, t0)
+	files.AllowedClientNames = []string{"kube-scheduler", "scheduler.example", "spiffe://cluster.local/ns/kube-system/sa/kube-scheduler"}
 	log, hook := logtest.NewNullLogger()
 	r, err := New(files, log)
 	if err != nil {
@@ -320,10 +322,7 @@ func TestAllowedClientNames(t *testing.T) {
 func TestAllowedClientNamesNeedAClientCA(t *testing.T) {
 	dir := t.TempDir()
 	ca := newAuthority(t, "server-ca")
-	files := Files{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key")}
-	c, k := ca.issue(t, 1, x509.ExtKeyUsageServerAuth)
-	write(t, files.CertFile, c, time.Now())
-	write(t, files.KeyFile, k, time.Now())
+	files := servingFiles(t, dir, ca, nil, time.Now())
 	log, _ := logtest.NewNullLogger()
 	tests := []struct {
 		name  string
