@@ -74,7 +74,9 @@ func run(args []string) error {
 	}
 }
 
-func runServe(args []string) error {
+// parseServe turns serve's flags into options and a logger, touching no process-wide
+// state, so that tests can read what a flag sets.
+func parseServe(args []string) (serve.Options, *logrus.Logger, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	opts := serve.Options{DefaultPolicy: regosched.DefaultPolicy(), Version: binaryVersion()}
 	fs.StringVar(&opts.Listen, "listen", ":8888", "address to serve the extender API, health and metrics on")
@@ -143,23 +145,23 @@ func runServe(args []string) error {
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return serve.Options{}, nil, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+		return serve.Options{}, nil, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
 	}
 	switch *softRules {
 	case "prioritize":
 	case "filter":
 		opts.SoftInFilter = true
 	default:
-		return fmt.Errorf("--soft-rules: want prioritize or filter, got %q", *softRules)
+		return serve.Options{}, nil, fmt.Errorf("--soft-rules: want prioritize or filter, got %q", *softRules)
 	}
 
 	logger := logrus.New()
 	lvl, err := logrus.ParseLevel(*level)
 	if err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+		return serve.Options{}, nil, fmt.Errorf("--log-level: %w", err)
 	}
 	logger.SetLevel(lvl)
 	switch *format {
@@ -168,20 +170,28 @@ func runServe(args []string) error {
 	case "text":
 		logger.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
 	default:
-		return fmt.Errorf("--log-format: want text or json, got %q", *format)
+		return serve.Options{}, nil, fmt.Errorf("--log-format: want text or json, got %q", *format)
 	}
 	opts.Log = logger
+	opts.KubeAPIQPS = float32(*qps)
+	opts.BackgroundQPS = float32(*backgroundQPS)
+	if opts.Leader.Identity, err = os.Hostname(); err != nil {
+		return serve.Options{}, nil, fmt.Errorf("leader identity: %w", err)
+	}
+	opts.Leader.Identity += "_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	return opts, logger, nil
+}
+
+func runServe(args []string) error {
+	opts, logger, err := parseServe(args)
+	if err != nil {
+		return err
+	}
 	// One log stream: client-go's klog lines (informers, leader election)
 	// and go-redis's (--redis-roles) go through logger, in its format and
 	// filtered by its level. Both are process-global, set once here.
 	logbridge.Klog(logger)
 	logbridge.GoRedis(logger)
-	opts.KubeAPIQPS = float32(*qps)
-	opts.BackgroundQPS = float32(*backgroundQPS)
-	if opts.Leader.Identity, err = os.Hostname(); err != nil {
-		return fmt.Errorf("leader identity: %w", err)
-	}
-	opts.Leader.Identity += "_" + strconv.FormatInt(time.Now().UnixNano(), 36)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -3,6 +3,10 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/regosched/regosched/internal/serve"
 )
 
 // Flags that name no setting are refused before anything starts.
@@ -13,14 +17,49 @@ func TestServeRefusesFlagValues(t *testing.T) {
 	}{
 		{[]string{"--soft-rules=score"}, `--soft-rules: want prioritize or filter, got "score"`},
 		{[]string{"--log-format=xml"}, "--log-format: want text or json"},
-		// Parsed, then refused: no client certificate is asked for.
-		{[]string{"--tls-allowed-client-names=regosched-scheduler"}, "--tls-allowed-client-names needs --tls-cert-file and --client-ca-file"},
+		{[]string{"--tls-allowed-client-names-typo=x"}, "flag provided but not defined"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			err := runServe(tt.args)
+			_, _, err := parseServe(tt.args)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("runServe(%v) = %v, want an error containing %q", tt.args, err, tt.want)
+				t.Errorf("parseServe(%v) = %v, want an error containing %q", tt.args, err, tt.want)
+			}
+		})
+	}
+}
+
+// The flags deploy/ and the chart pass reach the options they name
+// (deploy/tls/mtls passes --tls-allowed-client-names: a binary without it
+// would not start).
+func TestServeFlagsReachOptions(t *testing.T) {
+	tests := []struct {
+		args []string
+		got  func(serve.Options) any
+		want any
+	}{
+		{[]string{"--tls-allowed-client-names=regosched-scheduler, spiffe://x/sa/kube-scheduler,"},
+			func(o serve.Options) any { return o.TLS.AllowedClientNames },
+			[]string{"regosched-scheduler", "spiffe://x/sa/kube-scheduler"}},
+		{[]string{"--redis-password-namespaces=cache,shop"},
+			func(o serve.Options) any { return o.RedisRoles.PasswordNamespaces }, []string{"cache", "shop"}},
+		{[]string{"--redis-password-insecure"},
+			func(o serve.Options) any { return o.RedisRoles.PasswordInsecure }, true},
+		{[]string{"--policy-ca-cert=/etc/ca.pem"},
+			func(o serve.Options) any { return o.Bundles.CACertFile }, "/etc/ca.pem"},
+		{[]string{"--policy-max-total-bytes=1024", "--policy-max-entries=7"},
+			func(o serve.Options) any { return []any{o.Bundles.MaxTotalBytes, o.Bundles.MaxEntries} }, []any{int64(1024), 7}},
+		{[]string{"--kube-api-background-qps=3", "--kube-api-background-burst=6"},
+			func(o serve.Options) any { return []any{o.BackgroundQPS, o.BackgroundBurst} }, []any{float32(3), 6}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			opts, _, err := parseServe(tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, tt.got(opts)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
 	}
