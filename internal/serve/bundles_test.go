@@ -46,7 +46,7 @@ func TestPolicyChecksAtStart(t *testing.T) {
 			"reading policy data overlay"},
 		{"a bundle file over --policy-max-bytes",
 			Options{PolicyPath: "../../rego", Bundles: BundleOptions{MaxBytes: 100}},
-			"exceeds configured size_limit_bytes (100 bytes)"},
+			"exceeds the limit of 100 bytes per file (--policy-max-bytes)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
