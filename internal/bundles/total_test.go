@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -13,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -228,7 +228,9 @@ func TestTotalLimits(t *testing.T) {
 	}
 	fifo := copyPolicy(t, false)
 	writeFile(t, filepath.Join(fifo, "regosched", "extra", "keep"), "")
-	if err := syscall.Mkfifo(filepath.Join(fifo, "regosched", "extra", "data.json"), 0o600); err != nil {
+	if err := mkfifo(filepath.Join(fifo, "regosched", "extra", "data.json")); errors.Is(err, errors.ErrUnsupported) {
+		fifo = "" // its case is skipped
+	} else if err != nil {
 		t.Fatal(err)
 	}
 	manyDir := copyPolicy(t, false)
@@ -271,6 +273,9 @@ func TestTotalLimits(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.path == "" {
+				t.Skip("named pipes are a Unix case")
+			}
 			var err error
 			n := allocated(func() {
 				if tt.local {
