@@ -165,11 +165,14 @@ func TestControllerFailures(t *testing.T) {
 	pods := []*corev1.Pod{
 		redisPod("master", ports[0], fromSecret),
 		redisPod("replica", ports[1], corev1.EnvVar{Name: "REDIS_PASSWORD", Value: "s3cret"}),
+		// Bitnami's valkey charts name it VALKEY_PASSWORD (redis-server
+		// stands in for valkey-server, which Debian 12 does not ship).
+		redisPod("valkey-replica", ports[1], corev1.EnvVar{Name: "VALKEY_PASSWORD", Value: "s3cret"}),
 		redisPod("no-password", ports[1]),
 		redisPod("wrong-password", ports[1], corev1.EnvVar{Name: "REDIS_PASSWORD", Value: "nope"}),
 		redisPod("closed-port", freePort(t)),
 	}
-	pods[2].Labels["regosched.io/role"] = "master" // a stale label stays: no guess replaces it
+	pods[3].Labels["regosched.io/role"] = "master" // a stale label stays: no guess replaces it
 	for _, p := range pods {
 		if _, err := client.CoreV1().Pods("shop").Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -177,7 +180,7 @@ func TestControllerFailures(t *testing.T) {
 	}
 	_, reg := startController(t, client, Config{PodSecrets: true})
 	waitLabels(t, ctx, client, map[string]string{
-		"master": "master/", "replica": "replica/", "no-password": "master/", "wrong-password": "/", "closed-port": "/",
+		"master": "master/", "replica": "replica/", "valkey-replica": "replica/", "no-password": "master/", "wrong-password": "/", "closed-port": "/",
 	})
 	errs := func(reason string) float64 {
 		mfs, err := reg.Gather()
@@ -208,7 +211,7 @@ func TestControllerFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLabels(t, ctx, client, map[string]string{
-		"master": "replica/", "replica": "master/", "no-password": "master/", "wrong-password": "/", "closed-port": "/",
+		"master": "replica/", "replica": "master/", "valkey-replica": "master/", "no-password": "master/", "wrong-password": "/", "closed-port": "/",
 	})
 }
 

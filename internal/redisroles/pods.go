@@ -25,9 +25,9 @@ type podInfo struct {
 	Password passwordRef
 }
 
-// passwordRef is where the pod's own REDIS_PASSWORD comes from, Bitnami's
-// convention: a literal value, a Secret key, or a file mounted from a Secret
-// (REDIS_PASSWORD_FILE).
+// passwordRef is where the pod's own REDIS_PASSWORD (or VALKEY_PASSWORD)
+// comes from, Bitnami's convention: a literal value, a Secret key, or a file
+// mounted from a Secret (REDIS_PASSWORD_FILE, VALKEY_PASSWORD_FILE).
 type passwordRef struct {
 	Value             string
 	Secret, SecretKey string
@@ -36,7 +36,7 @@ type passwordRef struct {
 func (r passwordRef) empty() bool { return r.Value == "" && r.Secret == "" }
 
 // stripPod is the informer transform: a pod keeps only what infoOf reads
-// (of its environment, only where REDIS_PASSWORD comes from), so that
+// (of its environment, only where its password comes from), so that
 // watching every pod of a large cluster costs little memory.
 func stripPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
@@ -59,9 +59,9 @@ func stripPod(obj any) (any, error) {
 			}
 		}
 		for _, e := range c.Env {
-			if e.Name == "REDIS_PASSWORD" || e.Name == "REDIS_PASSWORD_FILE" {
+			if file, ok := passwordEnv(e.Name); ok {
 				kept.Env = append(kept.Env, e)
-				secretFile = secretFile || e.Name == "REDIS_PASSWORD_FILE"
+				secretFile = secretFile || file
 			}
 		}
 		if len(kept.Env) > 0 {
@@ -107,21 +107,35 @@ func infoOf(p *corev1.Pod) *podInfo {
 // passwordOf reads where container c of p takes REDIS_PASSWORD from.
 func passwordOf(p *corev1.Pod, c corev1.Container) passwordRef {
 	for _, e := range c.Env {
-		switch e.Name {
-		case "REDIS_PASSWORD":
-			if e.Value != "" {
-				return passwordRef{Value: e.Value}
-			}
-			if ref := e.ValueFrom; ref != nil && ref.SecretKeyRef != nil {
-				return passwordRef{Secret: ref.SecretKeyRef.Name, SecretKey: ref.SecretKeyRef.Key}
-			}
-		case "REDIS_PASSWORD_FILE":
+		file, ok := passwordEnv(e.Name)
+		switch {
+		case !ok:
+		case !file && e.Value != "":
+			return passwordRef{Value: e.Value}
+		case !file && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
+			return passwordRef{Secret: e.ValueFrom.SecretKeyRef.Name, SecretKey: e.ValueFrom.SecretKeyRef.Key}
+		case file:
 			if ref, ok := mountedSecretFile(p, c, e.Value); ok {
 				return ref
 			}
 		}
 	}
 	return passwordRef{}
+}
+
+// passwordEnv says whether name is a variable a pod's own password comes
+// from, and whether it names a file: Bitnami's convention, REDIS_PASSWORD
+// and REDIS_PASSWORD_FILE in its redis charts, VALKEY_PASSWORD and
+// VALKEY_PASSWORD_FILE in its valkey charts (Valkey answers the same
+// commands, so its pods are read as Redis pods are).
+func passwordEnv(name string) (file, ok bool) {
+	switch name {
+	case "REDIS_PASSWORD", "VALKEY_PASSWORD":
+		return false, true
+	case "REDIS_PASSWORD_FILE", "VALKEY_PASSWORD_FILE":
+		return true, true
+	}
+	return false, false
 }
 
 // mountedSecretFile finds the Secret key behind file, a path under one of

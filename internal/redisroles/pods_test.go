@@ -42,6 +42,17 @@ func TestInfoOf(t *testing.T) {
 		{"file from a secret volume", pod([]corev1.EnvVar{fileEnv}, []corev1.Volume{secretVolume}, []corev1.VolumeMount{mount}),
 			with(passwordRef{Secret: "cache-redis", SecretKey: "redis-password"})},
 		{"file outside any secret", pod([]corev1.EnvVar{fileEnv}, nil, nil), with(passwordRef{})},
+		// Bitnami's valkey and valkey-cluster charts.
+		{"valkey literal", pod([]corev1.EnvVar{{Name: "VALKEY_PASSWORD", Value: "v4lkey"}}, nil, nil), with(passwordRef{Value: "v4lkey"})},
+		{"valkey secret key", pod([]corev1.EnvVar{{Name: "VALKEY_PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "sessions-valkey-cluster"}, Key: "valkey-password"}}}}, nil, nil),
+			with(passwordRef{Secret: "sessions-valkey-cluster", SecretKey: "valkey-password"})},
+		{"valkey file from a secret volume", pod(
+			[]corev1.EnvVar{{Name: "VALKEY_PASSWORD_FILE", Value: "/opt/bitnami/valkey/secrets/valkey-password"}},
+			[]corev1.Volume{{Name: "valkey-password", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "sessions-valkey-cluster"}}}},
+			[]corev1.VolumeMount{{Name: "valkey-password", MountPath: "/opt/bitnami/valkey/secrets/"}}),
+			with(passwordRef{Secret: "sessions-valkey-cluster", SecretKey: "valkey-password"})},
+		{"another variable", pod([]corev1.EnvVar{{Name: "REDISCLI_AUTH", Value: "x"}, {Name: "PASSWORD", Value: "y"}}, nil, nil), with(passwordRef{})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
