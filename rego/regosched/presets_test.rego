@@ -135,6 +135,142 @@ test_redis_cluster_update_job_not_a_member if {
 	count(f.separates(pending, f.pod("sessions-redis-cluster-cluster-update-x7k2p", "web", "j", "node-1", job))) == 0
 }
 
+# Bitnami valkey chart (architecture=replication), release cache in shop:
+# StatefulSets cache-valkey-primary and cache-valkey-replicas, or, with
+# sentinel.enabled, cache-valkey-node. The chart says primary, not master.
+valkey(name, component, extra) := object.union(
+	{
+		"app.kubernetes.io/component": component,
+		"app.kubernetes.io/instance": "cache",
+		"app.kubernetes.io/managed-by": "Helm",
+		"app.kubernetes.io/name": "valkey",
+		"app.kubernetes.io/version": "8.1.3",
+		"helm.sh/chart": "valkey-4.0.2",
+		"statefulset.kubernetes.io/pod-name": name,
+	},
+	extra,
+)
+
+# Bitnami valkey-cluster chart: no role or shard label of its own.
+valkey_cluster(name, extra) := object.union(
+	{
+		"app.kubernetes.io/instance": "sessions",
+		"app.kubernetes.io/managed-by": "Helm",
+		"app.kubernetes.io/name": "valkey-cluster",
+		"app.kubernetes.io/version": "8.1.3",
+		"helm.sh/chart": "valkey-cluster-3.0.25",
+		"statefulset.kubernetes.io/pod-name": name,
+	},
+	extra,
+)
+
+# Two primaries of one release (primary.replicaCount > 1) never share a node.
+test_valkey_primary_apart_from_primary if {
+	pending := f.pending("cache-valkey-primary-1", valkey("cache-valkey-primary-1", "primary", {}))
+	peer := f.pod("cache-valkey-primary-0", "shop", "p0", "node-1", valkey("cache-valkey-primary-0", "primary", {}))
+	f.separates(pending, peer) == {{"rule": "redis-masters", "reason": "redis: master {pod} of cluster cache already on this node"}}
+}
+
+# The primary and its replicas (the release's one shard) never share a node,
+# either way round.
+test_valkey_primary_apart_from_its_replica if {
+	primary := f.pending("cache-valkey-primary-0", valkey("cache-valkey-primary-0", "primary", {}))
+	replica := f.pod("cache-valkey-replicas-0", "shop", "r0", "node-1", valkey("cache-valkey-replicas-0", "replica", {}))
+	f.separates(primary, replica) == {{"rule": "redis-master-replica", "reason": "redis: replica {pod} of cluster cache already on this node"}}
+	pending_replica := f.pending("cache-valkey-replicas-1", valkey("cache-valkey-replicas-1", "replica", {}))
+	peer := f.pod("cache-valkey-primary-0", "shop", "p0", "node-1", valkey("cache-valkey-primary-0", "primary", {}))
+	f.separates(pending_replica, peer) == {{"rule": "redis-master-replica", "reason": "redis: master {pod} of cluster cache already on this node"}}
+
+	# Replicas may share a node.
+	count(f.separates(pending_replica, replica)) == 0
+}
+
+# A primary of another release, or of the same release name in another
+# namespace, or a Redis master of a release also named cache, is no peer.
+test_valkey_other_release_or_namespace_unconstrained if {
+	pending := f.pending("cache-valkey-primary-0", valkey("cache-valkey-primary-0", "primary", {}))
+	peers := [
+		f.pod("other-valkey-primary-0", "shop", "o0", "node-1", object.union(valkey("other-valkey-primary-0", "primary", {}), {"app.kubernetes.io/instance": "other"})),
+		f.pod("cache-valkey-primary-0", "shop2", "n0", "node-1", valkey("cache-valkey-primary-0", "primary", {})),
+		f.pod("cache-valkey-replicas-0", "shop2", "n1", "node-1", valkey("cache-valkey-replicas-0", "replica", {})),
+		f.pod("cache-redis-master-0", "shop", "m0", "node-1", f.redis("cache", "master")),
+	]
+	{[p.uid, s.rule] | some p in peers; some s in f.separates(pending, p)} == set()
+}
+
+# Sentinel mode: a new pod names no role (isPrimary comes later, if at all):
+# it may start as primary, so it stays off the node of every member.
+test_valkey_sentinel_new_pod_apart_from_every_member if {
+	pending := f.pending("cache-valkey-node-1", valkey("cache-valkey-node-1", "node", {}))
+	peers := [
+		f.pod("cache-valkey-node-0", "shop", "u0", "node-1", valkey("cache-valkey-node-0", "node", {"isPrimary": "true"})),
+		f.pod("cache-valkey-node-2", "shop", "u2", "node-2", valkey("cache-valkey-node-2", "node", {"isPrimary": "false"})),
+		f.pod("other-valkey-node-0", "shop", "o0", "node-3", object.union(valkey("other-valkey-node-0", "node", {}), {"app.kubernetes.io/instance": "other"})),
+	]
+	{[p.uid, s.rule, s.reason] | some p in peers; some s in f.separates(pending, p)} == {
+		["u0", "redis-unknown-apart", "redis: master {pod} of cluster cache already on this node"],
+		["u2", "redis-unknown-apart", "redis: replica {pod} of cluster cache already on this node"],
+	}
+}
+
+# A recreated primary (role remembered by regosched) vs the pod Sentinel
+# promoted meanwhile (isPrimary=true): both valkey entries give the conflict,
+# and it is the same one.
+test_valkey_sentinel_primary_vs_primary_to_be if {
+	pending := f.pending("cache-valkey-node-0", valkey("cache-valkey-node-0", "node", {"regosched.io/role": "master"}))
+	peer := f.pod("cache-valkey-node-2", "shop", "u2", "node-1", valkey("cache-valkey-node-2", "node", {"isPrimary": "true"}))
+	marks := f.claims_of(peer).marks
+	met := {s.mark | some s in f.claims_of(pending).separate; marks[s.mark]}
+	met == {"bitnami-valkey/shop/cache/cluster/cache/master", "bitnami-valkey-sentinel/shop/cache/cluster/cache/master"}
+	f.separates(pending, peer) == {{"rule": "redis-masters", "reason": "redis: master {pod} of cluster cache already on this node"}}
+}
+
+# valkey-cluster: a pod whose role Valkey has not told yet is kept off every
+# node holding a member of its cluster; members of another release or
+# namespace do not count.
+test_valkey_cluster_unknown_apart_from_every_member if {
+	peers := [
+		f.pod("sessions-valkey-cluster-0", "web", "u0", "node-1", valkey_cluster("sessions-valkey-cluster-0", live("master", "slot-0"))),
+		f.pod("sessions-valkey-cluster-4", "web", "u4", "node-2", valkey_cluster("sessions-valkey-cluster-4", live("replica", "slot-5461"))),
+		f.pod("sessions-valkey-cluster-5", "web", "u5", "node-3", valkey_cluster("sessions-valkey-cluster-5", {})),
+		f.pod("other-valkey-cluster-0", "web", "o0", "node-4", object.union(valkey_cluster("other-valkey-cluster-0", {}), {"app.kubernetes.io/instance": "other"})),
+		f.pod("sessions-valkey-cluster-1", "web2", "n1", "node-5", valkey_cluster("sessions-valkey-cluster-1", {})),
+	]
+	pending := web_pending("sessions-valkey-cluster-2", valkey_cluster("sessions-valkey-cluster-2", {}))
+	{[p.uid, s.rule, s.reason] | some p in peers; some s in f.separates(pending, p)} == {
+		["u0", "redis-unknown-apart", "redis: master {pod} of cluster sessions already on this node"],
+		["u4", "redis-unknown-apart", "redis: replica {pod} of cluster sessions already on this node"],
+		["u5", "redis-unknown-apart", "redis: unknown {pod} of cluster sessions already on this node"],
+	}
+}
+
+# Known roles: a primary stays off the node of its own shard's replica and of
+# every other primary, not off another shard's replica.
+test_valkey_cluster_live_roles_by_shard if {
+	peers := [
+		f.pod("sessions-valkey-cluster-1", "web", "u1", "node-1", valkey_cluster("sessions-valkey-cluster-1", live("master", "slot-5461"))),
+		f.pod("sessions-valkey-cluster-3", "web", "u3", "node-2", valkey_cluster("sessions-valkey-cluster-3", live("replica", "slot-0"))),
+		f.pod("sessions-valkey-cluster-4", "web", "u4", "node-3", valkey_cluster("sessions-valkey-cluster-4", live("replica", "slot-5461"))),
+	]
+	primary := web_pending("sessions-valkey-cluster-0", valkey_cluster("sessions-valkey-cluster-0", live("master", "slot-0")))
+	{[p.uid, s.rule, s.reason] | some p in peers; some s in f.separates(primary, p)} == {
+		["u1", "redis-masters", "redis: master {pod} of cluster sessions already on this node"],
+		["u3", "redis-master-replica", "redis: replica {pod} of cluster sessions (shard slot-0) already on this node"],
+	}
+}
+
+# The chart's post-upgrade Job pod has the chart's labels but is no member.
+test_valkey_cluster_update_job_not_a_member if {
+	job := {
+		"app.kubernetes.io/instance": "sessions",
+		"app.kubernetes.io/name": "valkey-cluster",
+		"helm.sh/chart": "valkey-cluster-3.0.25",
+		"job-name": "sessions-valkey-cluster-cluster-update",
+	}
+	pending := web_pending("sessions-valkey-cluster-2", valkey_cluster("sessions-valkey-cluster-2", {}))
+	count(f.separates(pending, f.pod("sessions-valkey-cluster-cluster-update-q4m8n", "web", "j", "node-1", job))) == 0
+}
+
 # A pod of unknown role may be a master: never a preemption victim.
 test_unknown_role_protected_from_preemption if {
 	protected with input as {"pod": f.pod("sessions-redis-cluster-5", "web", "u5", "node-3", redis_cluster("sessions-redis-cluster-5", {}))}
