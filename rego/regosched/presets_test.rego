@@ -271,6 +271,55 @@ test_valkey_cluster_update_job_not_a_member if {
 	count(f.separates(pending, f.pod("sessions-valkey-cluster-cluster-update-q4m8n", "web", "j", "node-1", job))) == 0
 }
 
+# hyperspike valkey-operator: StatefulSet <name> in cluster mode, labels
+# name=valkey, instance=<name>, component=valkey and no role or shard label.
+hyperspike(name, extra) := object.union(
+	{
+		"app.kubernetes.io/component": "valkey",
+		"app.kubernetes.io/instance": "sessions",
+		"app.kubernetes.io/name": "valkey",
+		"statefulset.kubernetes.io/pod-name": name,
+	},
+	extra,
+)
+
+# Primaries of two shards of one Valkey never share a node.
+test_hyperspike_primaries_apart if {
+	pending := web_pending("sessions-1", hyperspike("sessions-1", live("master", "slot-5461")))
+	peer := f.pod("sessions-0", "web", "u0", "node-1", hyperspike("sessions-0", live("master", "slot-0")))
+	f.separates(pending, peer) == {{"rule": "redis-masters", "reason": "redis: master {pod} of cluster sessions already on this node"}}
+}
+
+# A pod whose role Valkey has not told yet is kept off every node holding a
+# member of its Valkey; the proxy Deployment's pods are no members.
+test_hyperspike_unknown_apart_from_every_member if {
+	peers := [
+		f.pod("sessions-0", "web", "u0", "node-1", hyperspike("sessions-0", live("master", "slot-0"))),
+		f.pod("sessions-4", "web", "u4", "node-2", hyperspike("sessions-4", live("replica", "slot-5461"))),
+		f.pod("sessions-5", "web", "u5", "node-3", hyperspike("sessions-5", {})),
+		f.pod("sessions-proxy-7d9c8b6f5d-x2k4p", "web", "x", "node-4", object.union(
+			object.remove(hyperspike("", {}), ["statefulset.kubernetes.io/pod-name"]),
+			{"app.kubernetes.io/component": "valkey-proxy", "pod-template-hash": "7d9c8b6f5d"},
+		)),
+	]
+	pending := web_pending("sessions-2", hyperspike("sessions-2", {}))
+	{[p.uid, s.rule, s.reason] | some p in peers; some s in f.separates(pending, p)} == {
+		["u0", "redis-unknown-apart", "redis: master {pod} of cluster sessions already on this node"],
+		["u4", "redis-unknown-apart", "redis: replica {pod} of cluster sessions already on this node"],
+		["u5", "redis-unknown-apart", "redis: unknown {pod} of cluster sessions already on this node"],
+	}
+}
+
+# Another Valkey, or one of the same name in another namespace, is no peer.
+test_hyperspike_other_cluster_or_namespace_unconstrained if {
+	pending := web_pending("sessions-2", hyperspike("sessions-2", {}))
+	peers := [
+		f.pod("other-0", "web", "o0", "node-1", object.union(hyperspike("other-0", live("master", "slot-0")), {"app.kubernetes.io/instance": "other"})),
+		f.pod("sessions-0", "web2", "n0", "node-1", hyperspike("sessions-0", live("master", "slot-0"))),
+	]
+	{[p.uid, s.rule] | some p in peers; some s in f.separates(pending, p)} == set()
+}
+
 # A pod of unknown role may be a master: never a preemption victim.
 test_unknown_role_protected_from_preemption if {
 	protected with input as {"pod": f.pod("sessions-redis-cluster-5", "web", "u5", "node-3", redis_cluster("sessions-redis-cluster-5", {}))}
