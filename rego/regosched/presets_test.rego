@@ -320,6 +320,63 @@ test_hyperspike_other_cluster_or_namespace_unconstrained if {
 	{[p.uid, s.rule] | some p in peers; some s in f.separates(pending, p)} == set()
 }
 
+# valkey-io valkey-operator: one ValkeyNode StatefulSet per (shard, node),
+# instance = the ValkeyNode's name, the cluster in valkey.io/cluster; no role
+# label (node-index 0 is only the initial primary).
+valkey_io(shard, node, extra) := object.union(
+	{
+		"app.kubernetes.io/component": "valkey-node",
+		"app.kubernetes.io/instance": sprintf("sessions-%d-%d", [shard, node]),
+		"app.kubernetes.io/managed-by": "valkey-operator",
+		"app.kubernetes.io/name": "valkey",
+		"app.kubernetes.io/part-of": "valkey",
+		"statefulset.kubernetes.io/pod-name": sprintf("valkey-sessions-%d-%d-0", [shard, node]),
+		"valkey.io/cluster": "sessions",
+		"valkey.io/node-index": sprintf("%d", [node]),
+		"valkey.io/shard-index": sprintf("%d", [shard]),
+	},
+	extra,
+)
+
+# Primaries of two shards never share a node, though each pod has its own
+# app.kubernetes.io/instance.
+test_valkey_io_primaries_apart if {
+	pending := web_pending("valkey-sessions-1-0-0", valkey_io(1, 0, live("master", "slot-5461")))
+	peer := f.pod("valkey-sessions-0-0-0", "web", "p0", "node-1", valkey_io(0, 0, live("master", "slot-0")))
+	f.separates(pending, peer) == {{"rule": "redis-masters", "reason": "redis: master {pod} of cluster sessions already on this node"}}
+}
+
+# A pod whose role Valkey has not told yet (node-index 0 proves nothing) is
+# kept off every node holding a member of its cluster.
+test_valkey_io_unknown_apart_from_every_member if {
+	peers := [
+		f.pod("valkey-sessions-0-1-0", "web", "u0", "node-1", valkey_io(0, 1, live("master", "slot-0"))),
+		f.pod("valkey-sessions-1-0-0", "web", "u1", "node-2", valkey_io(1, 0, live("replica", "slot-5461"))),
+		f.pod("valkey-sessions-2-1-0", "web", "u2", "node-3", valkey_io(2, 1, {})),
+	]
+	pending := web_pending("valkey-sessions-2-0-0", valkey_io(2, 0, {}))
+	{[p.uid, s.rule, s.reason] | some p in peers; some s in f.separates(pending, p)} == {
+		["u0", "redis-unknown-apart", "redis: master {pod} of cluster sessions already on this node"],
+		["u1", "redis-unknown-apart", "redis: replica {pod} of cluster sessions already on this node"],
+		["u2", "redis-unknown-apart", "redis: unknown {pod} of cluster sessions already on this node"],
+	}
+}
+
+# Another ValkeyCluster, or one of the same name in another namespace, is no
+# peer.
+test_valkey_io_other_cluster_or_namespace_unconstrained if {
+	pending := web_pending("valkey-sessions-2-0-0", valkey_io(2, 0, {}))
+	peers := [
+		f.pod("valkey-other-0-0-0", "web", "o0", "node-1", object.union(valkey_io(0, 0, live("master", "slot-0")), {
+			"app.kubernetes.io/instance": "other-0-0",
+			"statefulset.kubernetes.io/pod-name": "valkey-other-0-0-0",
+			"valkey.io/cluster": "other",
+		})),
+		f.pod("valkey-sessions-0-0-0", "web2", "n0", "node-1", valkey_io(0, 0, live("master", "slot-0"))),
+	]
+	{[p.uid, s.rule] | some p in peers; some s in f.separates(pending, p)} == set()
+}
+
 # A pod of unknown role may be a master: never a preemption victim.
 test_unknown_role_protected_from_preemption if {
 	protected with input as {"pod": f.pod("sessions-redis-cluster-5", "web", "u5", "node-3", redis_cluster("sessions-redis-cluster-5", {}))}
