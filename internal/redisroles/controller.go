@@ -357,12 +357,13 @@ var errPassword = errors.New("reading the Redis password")
 
 // probe asks the pod's Redis for its role.
 func (c *Controller) probe(ctx context.Context, info *podInfo, src *policy.LiveSource) (Observation, error) {
-	password, err := c.password(ctx, info)
+	user, password, err := c.password(ctx, info)
 	if err != nil {
 		return Observation{}, fmt.Errorf("%w: %w", errPassword, err)
 	}
 	client := redisconn.NewClient(redis.Options{
 		Addr:            net.JoinHostPort(info.IP, strconv.Itoa(port(info, src))),
+		Username:        user,
 		Password:        password,
 		TLSConfig:       c.cfg.TLS,
 		DialTimeout:     c.cfg.Timeout,

@@ -160,6 +160,14 @@ func TestControllerFailures(t *testing.T) {
 	if _, err := client.CoreV1().Secrets("shop").Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// valkey-io's operator probes as an ACL user of its own, whose password
+	// is not the default user's.
+	acl := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(ports[1]), Password: "s3cret", Protocol: 2})
+	err = acl.Do(ctx, "ACL", "SETUSER", "_operator", "on", ">op-pass", "~*", "+@all").Err()
+	_ = acl.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
 	fromSecret := corev1.EnvVar{Name: "REDIS_PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: "cache-redis"}, Key: "redis-password"}}}
 	pods := []*corev1.Pod{
@@ -168,11 +176,12 @@ func TestControllerFailures(t *testing.T) {
 		// Bitnami's valkey charts name it VALKEY_PASSWORD (redis-server
 		// stands in for valkey-server, which Debian 12 does not ship).
 		redisPod("valkey-replica", ports[1], corev1.EnvVar{Name: "VALKEY_PASSWORD", Value: "s3cret"}),
+		redisPod("valkey-io-replica", ports[1], corev1.EnvVar{Name: "VALKEY_USER", Value: "_operator"}, corev1.EnvVar{Name: "VALKEYCLI_AUTH", Value: "op-pass"}),
 		redisPod("no-password", ports[1]),
 		redisPod("wrong-password", ports[1], corev1.EnvVar{Name: "REDIS_PASSWORD", Value: "nope"}),
 		redisPod("closed-port", freePort(t)),
 	}
-	pods[3].Labels["regosched.io/role"] = "master" // a stale label stays: no guess replaces it
+	pods[4].Labels["regosched.io/role"] = "master" // a stale label stays: no guess replaces it
 	for _, p := range pods {
 		if _, err := client.CoreV1().Pods("shop").Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -180,7 +189,7 @@ func TestControllerFailures(t *testing.T) {
 	}
 	_, reg := startController(t, client, Config{PodSecrets: true})
 	waitLabels(t, ctx, client, map[string]string{
-		"master": "master/", "replica": "replica/", "valkey-replica": "replica/", "no-password": "master/", "wrong-password": "/", "closed-port": "/",
+		"master": "master/", "replica": "replica/", "valkey-replica": "replica/", "valkey-io-replica": "replica/", "no-password": "master/", "wrong-password": "/", "closed-port": "/",
 	})
 	errs := func(reason string) float64 {
 		mfs, err := reg.Gather()
@@ -211,7 +220,7 @@ func TestControllerFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLabels(t, ctx, client, map[string]string{
-		"master": "replica/", "replica": "master/", "valkey-replica": "master/", "no-password": "master/", "wrong-password": "/", "closed-port": "/",
+		"master": "replica/", "replica": "master/", "valkey-replica": "master/", "valkey-io-replica": "master/", "no-password": "master/", "wrong-password": "/", "closed-port": "/",
 	})
 }
 

@@ -29,32 +29,33 @@ func checkSharedPassword(cfg Config) error {
 	return nil
 }
 
-// password is --redis-password-file's for the pods of its namespaces, else
-// the pod's own REDIS_PASSWORD.
-func (c *Controller) password(ctx context.Context, info *podInfo) (string, error) {
+// password is --redis-password-file's for the pods of its namespaces (for
+// the default user), else the pod's own password and the user it belongs
+// to.
+func (c *Controller) password(ctx context.Context, info *podInfo) (user, password string, err error) {
 	if c.cfg.PasswordFile != "" && slices.Contains(c.cfg.PasswordNamespaces, info.Namespace) {
 		b, err := os.ReadFile(c.cfg.PasswordFile)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
-		return strings.TrimRight(string(b), "\r\n"), nil
+		return "", strings.TrimRight(string(b), "\r\n"), nil
 	}
 	ref := info.Password
 	switch {
 	case ref.Value != "":
-		return ref.Value, nil
+		return ref.User, ref.Value, nil
 	case ref.Secret == "":
-		return "", nil
+		return "", "", nil
 	case !c.cfg.PodSecrets:
-		return "", fmt.Errorf("the pod's REDIS_PASSWORD comes from Secret %s, which regosched may not read (--redis-pod-secrets)", ref.Secret)
+		return "", "", fmt.Errorf("the pod's REDIS_PASSWORD comes from Secret %s, which regosched may not read (--redis-pod-secrets)", ref.Secret)
 	}
 	s, err := c.cfg.Client.CoreV1().Secrets(info.Namespace).Get(ctx, ref.Secret, metav1.GetOptions{})
 	if err != nil {
-		return "", fmt.Errorf("reading secret %s: %w", ref.Secret, err)
+		return "", "", fmt.Errorf("reading secret %s: %w", ref.Secret, err)
 	}
 	v, ok := s.Data[ref.SecretKey]
 	if !ok {
-		return "", fmt.Errorf("secret %s has no key %q", ref.Secret, ref.SecretKey)
+		return "", "", fmt.Errorf("secret %s has no key %q", ref.Secret, ref.SecretKey)
 	}
-	return strings.TrimRight(string(v), "\r\n"), nil
+	return ref.User, strings.TrimRight(string(v), "\r\n"), nil
 }

@@ -31,6 +31,10 @@ type podInfo struct {
 type passwordRef struct {
 	Value             string
 	Secret, SecretKey string
+	// User is the ACL user the password belongs to (VALKEY_USER beside
+	// VALKEYCLI_AUTH, as valkey-io's operator sets them); empty: the
+	// default user.
+	User string
 }
 
 func (r passwordRef) empty() bool { return r.Value == "" && r.Secret == "" }
@@ -59,9 +63,11 @@ func stripPod(obj any) (any, error) {
 			}
 		}
 		for _, e := range c.Env {
-			if file, ok := passwordEnv(e.Name); ok {
+			if v, ok := passwordEnv(e.Name); ok {
 				kept.Env = append(kept.Env, e)
-				secretFile = secretFile || file
+				secretFile = secretFile || v.file
+			} else if e.Name == userEnv {
+				kept.Env = append(kept.Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
 			}
 		}
 		if len(kept.Env) > 0 {
@@ -107,35 +113,62 @@ func infoOf(p *corev1.Pod) *podInfo {
 // passwordOf reads where container c of p takes REDIS_PASSWORD from.
 func passwordOf(p *corev1.Pod, c corev1.Container) passwordRef {
 	for _, e := range c.Env {
-		file, ok := passwordEnv(e.Name)
+		v, ok := passwordEnv(e.Name)
+		var ref passwordRef
 		switch {
 		case !ok:
-		case !file && e.Value != "":
-			return passwordRef{Value: e.Value}
-		case !file && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
-			return passwordRef{Secret: e.ValueFrom.SecretKeyRef.Name, SecretKey: e.ValueFrom.SecretKeyRef.Key}
-		case file:
-			if ref, ok := mountedSecretFile(p, c, e.Value); ok {
-				return ref
-			}
+			continue
+		case !v.file && e.Value != "":
+			ref = passwordRef{Value: e.Value}
+		case !v.file && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
+			ref = passwordRef{Secret: e.ValueFrom.SecretKeyRef.Name, SecretKey: e.ValueFrom.SecretKeyRef.Key}
+		case v.file:
+			ref, _ = mountedSecretFile(p, c, e.Value)
 		}
+		if ref.empty() {
+			continue
+		}
+		if v.withUser {
+			ref.User = envValue(c, userEnv)
+		}
+		return ref
 	}
 	return passwordRef{}
 }
 
+// userEnv names the ACL user of VALKEYCLI_AUTH's password.
+const userEnv = "VALKEY_USER"
+
+// passwordVar is what a variable a pod's own password comes from holds:
+// the password, or a file of it; and whether VALKEY_USER names its user.
+type passwordVar struct{ file, withUser bool }
+
 // passwordEnv says whether name is a variable a pod's own password comes
-// from, and whether it names a file: Bitnami's convention, REDIS_PASSWORD
-// and REDIS_PASSWORD_FILE in its redis charts, VALKEY_PASSWORD and
-// VALKEY_PASSWORD_FILE in its valkey charts (Valkey answers the same
-// commands, so its pods are read as Redis pods are).
-func passwordEnv(name string) (file, ok bool) {
+// from, and how: Bitnami's convention, REDIS_PASSWORD and
+// REDIS_PASSWORD_FILE in its redis charts, VALKEY_PASSWORD and
+// VALKEY_PASSWORD_FILE in its valkey charts; and valkey-io's operator's
+// VALKEYCLI_AUTH, the password of the user VALKEY_USER (Valkey answers
+// the same commands, so its pods are read as Redis pods are).
+func passwordEnv(name string) (passwordVar, bool) {
 	switch name {
 	case "REDIS_PASSWORD", "VALKEY_PASSWORD":
-		return false, true
+		return passwordVar{}, true
 	case "REDIS_PASSWORD_FILE", "VALKEY_PASSWORD_FILE":
-		return true, true
+		return passwordVar{file: true}, true
+	case "VALKEYCLI_AUTH":
+		return passwordVar{withUser: true}, true
 	}
-	return false, false
+	return passwordVar{}, false
+}
+
+// envValue is the literal value of c's variable name, or "".
+func envValue(c corev1.Container, name string) string {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
 }
 
 // mountedSecretFile finds the Secret key behind file, a path under one of

@@ -52,6 +52,12 @@ func TestInfoOf(t *testing.T) {
 			[]corev1.Volume{{Name: "valkey-password", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "sessions-valkey-cluster"}}}},
 			[]corev1.VolumeMount{{Name: "valkey-password", MountPath: "/opt/bitnami/valkey/secrets/"}}),
 			with(passwordRef{Secret: "sessions-valkey-cluster", SecretKey: "valkey-password"})},
+		// valkey-io's operator: its probe user's password, and the user.
+		{"valkey-io operator user", pod([]corev1.EnvVar{{Name: "VALKEY_USER", Value: "_operator"}, {Name: "VALKEYCLI_AUTH", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "internal-sessions-acl"}, Key: "_operator"}}}}, nil, nil),
+			with(passwordRef{Secret: "internal-sessions-acl", SecretKey: "_operator", User: "_operator"})},
+		{"a user for VALKEYCLI_AUTH only", pod([]corev1.EnvVar{{Name: "VALKEY_USER", Value: "_operator"}, {Name: "VALKEY_PASSWORD", Value: "v4lkey"}}, nil, nil),
+			with(passwordRef{Value: "v4lkey"})},
 		{"another variable", pod([]corev1.EnvVar{{Name: "REDISCLI_AUTH", Value: "x"}, {Name: "PASSWORD", Value: "y"}}, nil, nil), with(passwordRef{})},
 	}
 	for _, tt := range tests {
