@@ -83,12 +83,19 @@ type Options struct {
 	// caller waits. Default DefaultEvalTimeout.
 	EvalTimeout time.Duration
 	// FilterReadRate (per second) and FilterReadBurst bound the API reads
-	// of all filter calls together (is the pod the profile's pending pod,
-	// are the peers that refuse every node stale), so that a flood of
-	// filter calls cannot spend the client's rate limit that binds need.
-	// Defaults DefaultFilterReadRate and DefaultFilterReadBurst.
+	// of all filter calls together that ask whether a pod the informer
+	// does not know is the profile's pending pod, so that a flood of
+	// forged filter calls cannot spend the client's rate limit that binds
+	// need. Defaults DefaultFilterReadRate and DefaultFilterReadBurst.
 	FilterReadRate  float64
 	FilterReadBurst int
+	// RefreshReadRate (per second) and RefreshReadBurst bound, on a budget
+	// of their own, the re-reads of the peers that refuse every node to a
+	// verified pending pod: forged calls never reach it, and a pod freed
+	// by a deletion finds it even after a burst of refusals. Defaults
+	// DefaultRefreshReadRate and DefaultRefreshReadBurst.
+	RefreshReadRate  float64
+	RefreshReadBurst int
 	// Nodes, if set, gives bind the node it checks a pod's node selector,
 	// required node affinity and tolerations against; nil reads the node
 	// from the API at each such check.
@@ -118,6 +125,11 @@ const (
 	// scheduler's own filter calls read only in races with the informers.
 	DefaultFilterReadRate  = 5
 	DefaultFilterReadBurst = 20
+	// DefaultRefreshReadRate and DefaultRefreshReadBurst: at most
+	// maxRefresh reads per total refusal of a real pending pod, for some
+	// twenty refusals in a burst and five a second after it.
+	DefaultRefreshReadRate  = 20
+	DefaultRefreshReadBurst = 80
 )
 
 // ErrEvalTimeout wraps the error of a request whose policy evaluations
@@ -150,15 +162,16 @@ type Decider struct {
 	policies   Policies
 	log        logrus.FieldLogger
 	opts       Options
-	// filterReads is the budget of API reads all filter calls share.
-	filterReads flowcontrol.RateLimiter
-	locks       *groupLocks
-	scores      *scoreCache
-	totals      totalsBuffers
-	denials     *prometheus.CounterVec
-	waits       prometheus.Histogram
-	binds       *prometheus.CounterVec
-	described   *prometheus.CounterVec
+	// filterReads is the budget of the reads that verify a pending pod,
+	// refreshReads that of the re-reads of its peers.
+	filterReads, refreshReads flowcontrol.RateLimiter
+	locks                     *groupLocks
+	scores                    *scoreCache
+	totals                    totalsBuffers
+	denials                   *prometheus.CounterVec
+	waits                     prometheus.Histogram
+	binds                     *prometheus.CounterVec
+	described                 *prometheus.CounterVec
 	// describedAhead and describedNow are described's two children.
 	describedAhead, describedNow prometheus.Counter
 }
@@ -181,14 +194,21 @@ func New(placements Placements, policies Policies, log logrus.FieldLogger, reg p
 	if opts.FilterReadBurst <= 0 {
 		opts.FilterReadBurst = DefaultFilterReadBurst
 	}
+	if opts.RefreshReadRate <= 0 {
+		opts.RefreshReadRate = DefaultRefreshReadRate
+	}
+	if opts.RefreshReadBurst <= 0 {
+		opts.RefreshReadBurst = DefaultRefreshReadBurst
+	}
 	d := &Decider{
-		placements:  placements,
-		policies:    policies,
-		log:         log,
-		opts:        opts,
-		filterReads: flowcontrol.NewTokenBucketRateLimiter(float32(opts.FilterReadRate), opts.FilterReadBurst),
-		locks:       newGroupLocks(),
-		scores:      newScoreCache(opts.InFlightTTL),
+		placements:   placements,
+		policies:     policies,
+		log:          log,
+		opts:         opts,
+		filterReads:  flowcontrol.NewTokenBucketRateLimiter(float32(opts.FilterReadRate), opts.FilterReadBurst),
+		refreshReads: flowcontrol.NewTokenBucketRateLimiter(float32(opts.RefreshReadRate), opts.RefreshReadBurst),
+		locks:        newGroupLocks(),
+		scores:       newScoreCache(opts.InFlightTTL),
 		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regosched_filter_denials_total",
 			Help: "Candidate nodes removed by filter, by rule and by whether preemption could resolve the conflict.",

@@ -197,7 +197,7 @@ func (d *Decider) refreshPeers(ctx context.Context, s *subject, r *extenderv1.Ex
 	fresh := make([]*placement.Pod, 0, len(s.peers))
 	stale, reads := false, 0
 	for _, p := range s.peers {
-		if !failed(p.Node) || reads >= maxRefresh || !d.filterReads.TryAccept() {
+		if !failed(p.Node) || reads >= maxRefresh || !d.refreshReads.TryAccept() {
 			fresh = append(fresh, p)
 			continue
 		}

@@ -93,3 +93,37 @@ func TestFilterReadsShareOneBudget(t *testing.T) {
 		t.Errorf("10 forged filter calls read %d pods, want the burst, 3", got)
 	}
 }
+
+// The re-reads of a real pending pod's peers have a budget of their own:
+// forged calls that spend the verification budget leave a pod freed by a
+// deletion its re-reads (the e2e test TestDeletingAPodFreesItsNode failed
+// one run in two when a burst of refusals shared one budget of 20), and
+// the re-reads stop at their own budget.
+func TestRefreshReadsHaveTheirOwnBudget(t *testing.T) {
+	ctx := context.Background()
+	d, client := newDeciderWith(t, crowdedCluster(), prometheus.NewRegistry(), Options{
+		FilterReadRate: 0.001, FilterReadBurst: 13, RefreshReadRate: 0.001, RefreshReadBurst: 2 * maxRefresh,
+	})
+	nodes := names("node-1", "node-2", "node-3", "node-4")
+	pending := esData("es-data-1", "")
+	if _, err := client.CoreV1().Pods(pending.Namespace).Create(ctx, profilePod(pending, testScheduler), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gets := countPodGets(client)
+	for i := range 10 {
+		forged := esData(fmt.Sprintf("es-data-%d", 900+i), "")
+		if _, err := d.FilterAnswer(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(forged), NodeNames: nodes}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		if _, err := d.FilterAnswer(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(pending), NodeNames: nodes}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 10 forged verifications, 3 of the real pod, then maxRefresh re-reads
+	// at its first two refusals and none at the third.
+	if got, want := gets.Load(), int32(10+3+2*maxRefresh); got != want {
+		t.Errorf("read %d pods, want %d", got, want)
+	}
+}
