@@ -94,6 +94,13 @@ check "admission policies narrow the extender's ServiceAccount (3 policies, 3 bi
 # rewrite: a namespace changed in one place only would leave them idle.
 check "admission policies match ServiceAccount regosched-system/regosched" \
 	test "$(grep -c "request.userInfo.username == 'system:serviceaccount:regosched-system:regosched'" "$out/deploy.yaml")" -eq 3
+# --repair=plan evicts with dryRun only, which RBAC authorizes as a create
+# of pods/eviction all the same; the leader keeps its repairs in a
+# ConfigMap the admission policy must let it create.
+check "extender plans repairs (--repair=plan) and may evict, dry-run (pods/eviction)" \
+	bash -c "grep -q -- '- --repair=plan\$' '$out/deploy.yaml' && grep -q -- '- pods/eviction\$' '$out/deploy.yaml'"
+check "admission policy lets regosched create ConfigMap regosched-repairs" \
+	grep -q "''regosched-repairs''\])'\$" "$out/deploy.yaml"
 check "mutual TLS accepts the scheduler's client certificate only" \
 	grep -q -- '- --tls-allowed-client-names=regosched-scheduler$' "$out/tls.yaml"
 check "health, /version and /metrics on the health port" \

@@ -43,7 +43,8 @@ func expressions(t *testing.T, objs []Object, name string) string {
 }
 
 // A release other than "regosched", in another namespace, grants and
-// narrows its own ServiceAccount, by its own Lease and ConfigMap names; the
+// narrows its own ServiceAccount, by its own Lease and ConfigMap names
+// (of Redis roles, and of repairs with repair.mode plan, the default); the
 // admission policies name that account, that namespace and those objects.
 func TestChartAccessFollowsTheRelease(t *testing.T) {
 	skipShort(t)
@@ -52,6 +53,7 @@ func TestChartAccessFollowsTheRelease(t *testing.T) {
 		map[string]any{"apiGroups": []any{"coordination.k8s.io"}, "resources": []any{"leases"}, "resourceNames": []any{"blue-regosched"}, "verbs": []any{"get", "update"}},
 		map[string]any{"apiGroups": []any{"coordination.k8s.io"}, "resources": []any{"leases"}, "verbs": []any{"create"}},
 		map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "resourceNames": []any{"blue-regosched-redis-roles"}, "verbs": []any{"get", "update"}},
+		map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "resourceNames": []any{"blue-regosched-repairs"}, "verbs": []any{"get", "update"}},
 		map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"create"}},
 	}
 	if diff := cmp.Diff(wantRole, rules(t, objs, "Role sched/blue-regosched-leader-election")); diff != "" {
@@ -71,7 +73,7 @@ func TestChartAccessFollowsTheRelease(t *testing.T) {
 		}
 	}
 	own := expressions(t, objs, "blue-regosched-own-objects")
-	for _, want := range []string{"request.namespace == 'sched'", "'blue-regosched'", "'blue-regosched-redis-roles'"} {
+	for _, want := range []string{"request.namespace == 'sched'", "'blue-regosched'", "'blue-regosched-redis-roles'", "'blue-regosched-repairs'"} {
 		if !strings.Contains(own, want) {
 			t.Errorf("blue-regosched-own-objects lacks %s:\n%s", want, own)
 		}
@@ -203,4 +205,75 @@ func TestChartAllowedClientsAndHealthPort(t *testing.T) {
 			})
 		}
 	})
+}
+
+// repair.mode: --repair and what it needs, cluster-wide the eviction of
+// pods (dry-run only in plan mode, which still needs create) and the
+// reading of PodDisruptionBudgets, in the release namespace the ConfigMap
+// of repairs; nothing of it when off. Unquoted in a values file, YAML
+// reads off and on as booleans, which mean off and on.
+func TestChartRepairModes(t *testing.T) {
+	skipShort(t)
+	root := repoRoot(t)
+	evict := map[string]any{"apiGroups": []any{""}, "resources": []any{"pods/eviction"}, "verbs": []any{"create"}}
+	pdbs := map[string]any{"apiGroups": []any{"policy"}, "resources": []any{"poddisruptionbudgets"}, "verbs": []any{"get", "list"}}
+	repairs := map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "resourceNames": []any{"regosched-repairs"}, "verbs": []any{"get", "update"}}
+	create := map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"create"}}
+	tests := []struct {
+		name    string
+		render  Render
+		wantArg string // "": no --repair flag
+		// create of ConfigMaps: for the roles' or the repairs'.
+		wantCreate bool
+	}{
+		{"default: plan", Render{}, "--repair=plan", true},
+		{"on", Render{Set: []string{"repair.mode=on"}}, "--repair=on", true},
+		{"off", Render{Set: []string{"repair.mode=off"}}, "", true},
+		{"on without live roles", Render{Set: []string{"repair.mode=on", "redisRoles.enabled=false"}}, "--repair=on", true},
+		{"off without live roles", Render{Set: []string{"repair.mode=off", "redisRoles.enabled=false"}}, "", false},
+		{"YAML false", Render{SetJSON: []string{"repair.mode=false"}}, "", true},
+		{"YAML true", Render{SetJSON: []string{"repair.mode=true"}}, "--repair=on", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lint(t, root, tt.render)
+			objs := chartObjects(t, root, tt.render)
+			var got []any
+			for _, a := range container(t, objs, "regosched")["args"].([]any) {
+				if strings.HasPrefix(a.(string), "--repair") {
+					got = append(got, a)
+				}
+			}
+			var want []any
+			if tt.wantArg != "" {
+				want = []any{tt.wantArg}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("--repair flags (-want +got):\n%s", diff)
+			}
+			on := tt.wantArg != ""
+			has := func(key string, rule any) bool {
+				return slices.ContainsFunc(rules(t, objs, key), func(r any) bool { return cmp.Equal(r, rule) })
+			}
+			if got := has("ClusterRole regosched", evict); got != on {
+				t.Errorf("ClusterRole creates pods/eviction: %v, want %v", got, on)
+			}
+			if got := has("ClusterRole regosched", pdbs); got != on {
+				t.Errorf("ClusterRole reads PodDisruptionBudgets: %v, want %v", got, on)
+			}
+			role := "Role regosched-system/regosched-leader-election"
+			if got := has(role, repairs); got != on {
+				t.Errorf("Role gets and updates ConfigMap regosched-repairs: %v, want %v", got, on)
+			}
+			if got := has(role, create); got != tt.wantCreate {
+				t.Errorf("Role creates ConfigMaps: %v, want %v", got, tt.wantCreate)
+			}
+			// The admission policy allows both ConfigMaps whatever the
+			// values, as it did the roles' without --redis-roles.
+			own := expressions(t, objs, "regosched-own-objects")
+			if !strings.Contains(own, "object.metadata.name in ['regosched-redis-roles', 'regosched-repairs']") {
+				t.Errorf("regosched-own-objects does not allow ConfigMap regosched-repairs:\n%s", own)
+			}
+		})
+	}
 }

@@ -184,6 +184,22 @@ func removeRule(t *testing.T, o Object, resources, verbs []any) {
 	o["rules"] = rules
 }
 
+// removeNamedRule drops the rule of a Role or ClusterRole that grants verbs
+// on resources of the names given, exactly.
+func removeNamedRule(t *testing.T, o Object, resources, names, verbs []any) {
+	t.Helper()
+	rules := o["rules"].([]any)
+	n := len(rules)
+	rules = slices.DeleteFunc(rules, func(r any) bool {
+		m := r.(map[string]any)
+		return cmp.Equal(m["resources"], resources) && cmp.Equal(m["resourceNames"], names) && cmp.Equal(m["verbs"], verbs)
+	})
+	if len(rules) != n-1 {
+		t.Fatalf("%s: no rule %v %v %v to remove", Key(o), resources, names, verbs)
+	}
+	o["rules"] = rules
+}
+
 // certManagerObjects are what tls.certManager.enabled adds to deploy/tls:
 // the two Certificates of deploy/README.md's sketch, with the chart's
 // self-signed CA as their issuer.
@@ -288,10 +304,39 @@ func TestChartRendersDeploy(t *testing.T) {
 				args := extenderArgs(t, want)
 				setArgs(want, slices.DeleteFunc(args, func(a any) bool { return a == "--redis-roles" }))
 				// Patching pods is for role labels (and the leader label,
-				// with replicas > 1); the ConfigMap keeps the roles.
+				// with replicas > 1); the ConfigMap keeps the roles. The
+				// create of ConfigMaps stays, for --repair's.
 				removeRule(t, want["ClusterRole regosched"], []any{"pods"}, []any{"patch"})
-				removeRule(t, want["Role regosched-system/regosched-leader-election"], []any{"configmaps"}, []any{"get", "update"})
-				removeRule(t, want["Role regosched-system/regosched-leader-election"], []any{"configmaps"}, []any{"create"})
+				removeNamedRule(t, want["Role regosched-system/regosched-leader-election"], []any{"configmaps"}, []any{"regosched-redis-roles"}, []any{"get", "update"})
+			},
+		},
+		{
+			name: "repair.mode=off", render: Render{Set: []string{"repair.mode=off"}}, kustomize: "deploy",
+			edit: func(t *testing.T, want map[string]Object) {
+				// No flag (regosched's default is off), no evictions, no
+				// PodDisruptionBudgets, no ConfigMap of repairs. The
+				// admission policy still names it, as it names the
+				// ConfigMap of roles without --redis-roles.
+				args := extenderArgs(t, want)
+				setArgs(want, slices.DeleteFunc(args, func(a any) bool { return a == "--repair=plan" }))
+				removeRule(t, want["ClusterRole regosched"], []any{"pods/eviction"}, []any{"create"})
+				removeRule(t, want["ClusterRole regosched"], []any{"poddisruptionbudgets"}, []any{"get", "list"})
+				removeNamedRule(t, want["Role regosched-system/regosched-leader-election"], []any{"configmaps"}, []any{"regosched-repairs"}, []any{"get", "update"})
+			},
+		},
+		{
+			name: "repair.mode=off redisRoles.enabled=false", render: Render{Set: []string{"repair.mode=off", "redisRoles.enabled=false"}}, kustomize: "deploy",
+			edit: func(t *testing.T, want map[string]Object) {
+				// Neither ConfigMap: no create of ConfigMaps at all.
+				args := extenderArgs(t, want)
+				setArgs(want, slices.DeleteFunc(args, func(a any) bool { return a == "--repair=plan" || a == "--redis-roles" }))
+				removeRule(t, want["ClusterRole regosched"], []any{"pods"}, []any{"patch"})
+				removeRule(t, want["ClusterRole regosched"], []any{"pods/eviction"}, []any{"create"})
+				removeRule(t, want["ClusterRole regosched"], []any{"poddisruptionbudgets"}, []any{"get", "list"})
+				role := want["Role regosched-system/regosched-leader-election"]
+				removeNamedRule(t, role, []any{"configmaps"}, []any{"regosched-redis-roles"}, []any{"get", "update"})
+				removeNamedRule(t, role, []any{"configmaps"}, []any{"regosched-repairs"}, []any{"get", "update"})
+				removeRule(t, role, []any{"configmaps"}, []any{"create"})
 			},
 		},
 		{

@@ -142,6 +142,24 @@ func TestChartValues(t *testing.T) {
 			},
 		},
 		{
+			// JSON numbers reach the chart as floats, as numbers of a values
+			// file do: 4194304, not 4.194304e+06.
+			name: "repair limits",
+			render: Render{
+				Set:     []string{"repair.maxPerHour=3", "repair.timeout=2m", "repair.cooldown=30m"},
+				SetJSON: []string{"repair.maxLagBytes=4194304"},
+			},
+			addArgs: []any{
+				"--repair-max-per-hour=3", "--repair-timeout=2m", "--repair-cooldown=30m", "--repair-max-lag-bytes=4194304",
+			},
+		},
+		{
+			// 0 is a value, not an unset one.
+			name:    "repair limits of zero",
+			render:  Render{Set: []string{"repair.maxPerHour=0", "repair.maxLagBytes=0"}},
+			addArgs: []any{"--repair-max-per-hour=0", "--repair-max-lag-bytes=0"},
+		},
+		{
 			name:    "extraArgs",
 			render:  Render{Set: []string{"extraArgs={--audit-interval=30s}"}},
 			addArgs: []any{"--audit-interval=30s"},
@@ -183,7 +201,7 @@ func TestChartValues(t *testing.T) {
 }
 
 // Another release than "regosched" names every object after itself, and
-// its Lease, ConfigMap of roles and Service address too, so that two
+// its Lease, ConfigMaps of roles and of repairs and Service address too, so that two
 // releases in one namespace share nothing.
 func TestChartReleaseName(t *testing.T) {
 	skipShort(t)
@@ -224,8 +242,9 @@ func TestChartReleaseName(t *testing.T) {
 	}
 	args := container(t, objs, "blue-regosched")["args"].([]any)
 	wantArgs := []any{
-		"serve", "--log-format=json", "--health-listen=:8081", "--soft-rules=filter", "--redis-roles", "--leader-elect",
+		"serve", "--log-format=json", "--health-listen=:8081", "--soft-rules=filter", "--redis-roles", "--repair=plan", "--leader-elect",
 		"--leader-elect-name=blue-regosched", "--redis-roles-configmap=blue-regosched-redis-roles",
+		"--repair-configmap=blue-regosched-repairs",
 	}
 	if diff := cmp.Diff(wantArgs, args); diff != "" {
 		t.Errorf("args (-want +got):\n%s", diff)
@@ -271,6 +290,10 @@ func TestChartRefusesValues(t *testing.T) {
 		// Redis, in any tenant's namespace.
 		{"redis password without its namespaces", "redisRoles.passwordSecret.name=redis-auth", "redisRoles.passwordSecret needs redisRoles.passwordNamespaces"},
 		{"allowed client name with a comma", "tls.enabled=true,tls.allowedClientNames[0]=a\\,b", "/tls/allowedClientNames/0"},
+		{"repair mode misspelt", "repair.mode=dry-run", "/repair/mode"},
+		{"repair limit not a number", "repair.maxPerHour=many", "/repair/maxPerHour"},
+		{"repair timeout not a duration", "repair.timeout=5", "/repair/timeout"},
+		{"repair key misspelt", "repair.maxLag=1", "additional properties 'maxLag' not allowed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -161,16 +161,37 @@ extenders:
 {{- end -}}
 
 {{/*
-ConfigMap of --redis-roles' memory and Lease of --leader-elect: regosched's
-defaults (regosched-redis-roles, regosched) for release "regosched", names
+ConfigMaps of --redis-roles' memory and of --repair's repairs, and Lease of
+--leader-elect: regosched's defaults (regosched-redis-roles,
+regosched-repairs, regosched) for release "regosched", names
 of the release's own otherwise, so two releases in one namespace do not
 share them. The flags are passed only when they differ from the defaults.
 */}}
 {{- define "regosched.redisRolesConfigMap" -}}
 {{ include "regosched.fullname" . }}-redis-roles
 {{- end -}}
+{{- define "regosched.repairsConfigMap" -}}
+{{ include "regosched.fullname" . }}-repairs
+{{- end -}}
 {{- define "regosched.leaderLease" -}}
 {{ include "regosched.fullname" . }}
+{{- end -}}
+
+{{/*
+--repair: repair.mode, off, plan or on. Unquoted in a values file, YAML
+reads off and on as booleans: false is off, true is on.
+*/}}
+{{- define "regosched.repairMode" -}}
+{{- $m := .Values.repair.mode -}}
+{{- if kindIs "bool" $m -}}
+{{- ternary "on" "off" $m -}}
+{{- else -}}
+{{- $m -}}
+{{- end -}}
+{{- end -}}
+{{/* Repairs are planned or made: any repair.mode but off. */}}
+{{- define "regosched.repair" -}}
+{{- if ne (include "regosched.repairMode" .) "off" }}true{{ end -}}
 {{- end -}}
 
 {{/* Secret of --policy-verification-key: an existing one, or the chart's. */}}
