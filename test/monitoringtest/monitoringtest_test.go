@@ -235,7 +235,7 @@ func TestRules(t *testing.T) {
 		"RegoschedDown", "RegoschedNoReadyReplica", "RegoschedPolicyReloadFailed", "RegoschedBindErrors",
 		"RegoschedRequestsNearTimeout", "RegoschedProfilePodsPending", "RegoschedAPIServerUnreachable",
 		"RegoschedPlacementViolations", "RegoschedUnprotectedPods", "RegoschedRedisRoleErrors",
-		"RegoschedSchedulingErrors", "RegoschedVerbErrors", "RegoschedAuditFailing",
+		"RegoschedSchedulingErrors", "RegoschedVerbErrors", "RegoschedAuditFailing", "RegoschedRepairsFailing",
 	} {
 		if !seen[name] {
 			t.Errorf("alert %s missing", name)
@@ -441,7 +441,7 @@ func TestDashboard(t *testing.T) {
 		"regosched_requests_total", "regosched_request_duration_seconds_bucket", "regosched_filter_denials_total",
 		"regosched_binds_total", "scheduler_pending_pods", "regosched_policy_info", "regosched_policy_reloads_total",
 		"regosched_violations", "regosched_unprotected_pods_total", "regosched_api_server_reachable",
-		"regosched_inflight_wait_seconds_bucket",
+		"regosched_inflight_wait_seconds_bucket", "regosched_repairs_total",
 	} {
 		if len(names[m]) == 0 {
 			t.Errorf("no panel queries %s", m)
