@@ -17,6 +17,7 @@ import (
 	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/kubeclient"
 	"github.com/regosched/regosched/internal/output"
+	"github.com/regosched/regosched/internal/repair"
 )
 
 // errViolations is runAudit's answer when a placement breaks a hard rule:
@@ -46,6 +47,7 @@ func auditTo(args []string, stdout, stderr io.Writer) (violations bool, err erro
 	policyData := fs.String("policy-data", "", "JSON object merged into the policy's data.regosched.config, as serve's --policy-data")
 	outputFlag := fs.String("o", "table", "output format: table or json")
 	timeout := fs.Duration("timeout", audit.DefaultSyncTimeout, "how long to wait for the API server and the initial lists of pods and nodes")
+	plan := fs.Bool("plan", false, "also print, for each violation, the repair `serve --repair=on` would make and why it is safe, or why none is (Redis is not asked from here: the checks it makes before acting are named)")
 	level := fs.String("log-level", "warn", "log level of the placement cache and the audit (to standard error)")
 	if err := fs.Parse(args); err != nil {
 		return false, err
@@ -75,11 +77,24 @@ func auditTo(args []string, stdout, stderr io.Writer) (violations bool, err erro
 	if err != nil {
 		return false, err
 	}
-	report, err := audit.Once(ctx, audit.OnceOptions{Client: client, Policy: pol, SyncTimeout: *timeout, Log: logger})
+	var steps []repair.Step
+	opts := audit.OnceOptions{Client: client, Policy: pol, SyncTimeout: *timeout, Log: logger}
+	if *plan {
+		opts.AfterPass = func(ctx context.Context, cache audit.Placements, r audit.Report) error {
+			steps = repair.Steps(ctx, pol, cache, client, nil, repair.DefaultMaxLagBytes, r)
+			return nil
+		}
+	}
+	report, err := audit.Once(ctx, opts)
 	if err != nil {
 		return false, err
 	}
-	if err := audit.Render(stdout, report, format); err != nil {
+	if *plan {
+		err = repair.Render(stdout, report, steps, format)
+	} else {
+		err = audit.Render(stdout, report, format)
+	}
+	if err != nil {
 		return false, err
 	}
 	if len(report.Violations) == 0 && len(report.Skipped) > 0 {

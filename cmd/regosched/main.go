@@ -24,6 +24,7 @@ import (
 	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/extender"
 	"github.com/regosched/regosched/internal/logbridge"
+	"github.com/regosched/regosched/internal/repair"
 	"github.com/regosched/regosched/internal/serve"
 )
 
@@ -141,12 +142,23 @@ func parseServe(args []string) (serve.Options, *logrus.Logger, error) {
 	fs.BoolVar(&opts.RedisRoles.SkipVerify, "redis-tls-insecure-skip-verify", false, "--redis-tls: do not verify the Redis servers' certificates")
 	fs.StringVar(&opts.RedisRoles.Memory, "redis-roles-configmap", "regosched-redis-roles", "--redis-roles: ConfigMap in --leader-elect-namespace that keeps the last known role of each Redis pod across restarts, for pods recreated under the same name (\"\": keep it in memory only)")
 	fs.DurationVar(&opts.AuditInterval, "audit-interval", audit.DefaultInterval, "how often the leader checks the bound pods against the hard rules (also at every Redis role change), reporting violations as regosched_violations and Warning Events (0: never)")
+	repairMode := fs.String("repair", string(repair.Off), "what the leader does of the audit's violations: off; plan (say each violation's repair by log, RepairPlanned Events and regosched_repairs_total, acting on nothing); on (repair one at a time: a graceful CLUSTER FAILOVER to an in-sync replica for two Redis Cluster masters on one node, an eviction of the replica beside its own master, an eviction covered by a PodDisruptionBudget otherwise)")
+	fs.IntVar(&opts.Repair.MaxPerHour, "repair-max-per-hour", repair.DefaultMaxPerHour, "--repair=on: most repairs started in any hour, all clusters together")
+	fs.DurationVar(&opts.Repair.Timeout, "repair-timeout", repair.DefaultTimeout, "--repair=on: how long a repair's violation may last before it is given up, reported (RepairFailed) and its cluster backed off")
+	fs.DurationVar(&opts.Repair.Cooldown, "repair-cooldown", repair.DefaultCooldown, "--repair=on: no failover is sent to a cluster whose roles changed (by a failover of its own or one regosched sent) within this time")
+	fs.Int64Var(&opts.Repair.MaxLagBytes, "repair-max-lag-bytes", repair.DefaultMaxLagBytes, "--repair=on: a replica takes over its shard only this close to its master's replication offset, in bytes")
+	fs.StringVar(&opts.Repair.ConfigMap, "repair-configmap", repair.DefaultConfigMap, "--repair: ConfigMap in --leader-elect-namespace that keeps the repair in flight and the recent ones, for the next leader")
 	fs.BoolVar(&opts.Profiling, "profiling", false, "serve Go pprof profiles under /debug/pprof/ on --listen")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	if err := fs.Parse(args); err != nil {
 		return serve.Options{}, nil, err
 	}
+	mode, err := repair.ParseMode(*repairMode)
+	if err != nil {
+		return serve.Options{}, nil, err
+	}
+	opts.Repair.Mode = mode
 	if fs.NArg() > 0 {
 		return serve.Options{}, nil, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
 	}

@@ -3,9 +3,11 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/regosched/regosched/internal/repair"
 	"github.com/regosched/regosched/internal/serve"
 )
 
@@ -18,6 +20,7 @@ func TestServeRefusesFlagValues(t *testing.T) {
 		{[]string{"--soft-rules=score"}, `--soft-rules: want prioritize or filter, got "score"`},
 		{[]string{"--log-format=xml"}, "--log-format: want text or json"},
 		{[]string{"--tls-allowed-client-names-typo=x"}, "flag provided but not defined"},
+		{[]string{"--repair=yes"}, `--repair="yes": want off, plan or on`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -49,6 +52,10 @@ func TestServeFlagsReachOptions(t *testing.T) {
 			func(o serve.Options) any { return o.Bundles.CACertFile }, "/etc/ca.pem"},
 		{[]string{"--policy-max-total-bytes=1024", "--policy-max-entries=7"},
 			func(o serve.Options) any { return []any{o.Bundles.MaxTotalBytes, o.Bundles.MaxEntries} }, []any{int64(1024), 7}},
+		{[]string{"--repair=plan", "--repair-max-per-hour=2", "--repair-timeout=1m", "--repair-cooldown=30s", "--repair-max-lag-bytes=10", "--repair-configmap=x"},
+			func(o serve.Options) any { return o.Repair },
+			serve.RepairOptions{Mode: repair.Plan, MaxPerHour: 2, Timeout: time.Minute, Cooldown: 30 * time.Second, MaxLagBytes: 10, ConfigMap: "x"}},
+		{nil, func(o serve.Options) any { return o.Repair.Mode }, repair.Off},
 		{[]string{"--kube-api-background-qps=3", "--kube-api-background-burst=6"},
 			func(o serve.Options) any { return []any{o.BackgroundQPS, o.BackgroundBurst} }, []any{float32(3), 6}},
 	}

@@ -6,7 +6,8 @@
 // (regosched_violations{rule,namespace}), announced once to each pod
 // involved by a Warning Event (one per pod and pass, naming all its new
 // violations, within caps per pass and per namespace), and listed by
-// `regosched audit`. Nothing is evicted.
+// `regosched audit`. The audit changes nothing: the repair (internal/repair)
+// acts on its reports, through Config.AfterPass.
 //
 // A pass judges each bound pod as filter would judge it pending, against
 // its peers from the placement cache, and keeps the conflicts on the pod's
@@ -103,6 +104,9 @@ type Config struct {
 	Log logrus.FieldLogger
 	// Registerer exports the audit's metrics; nil exports none (the CLI).
 	Registerer prometheus.Registerer
+	// AfterPass, when set, is given the report of each pass of Loop that
+	// succeeded (the repair acts on it), before the next pass starts.
+	AfterPass func(context.Context, Report)
 }
 
 // Auditor runs audit passes. Create it with New.
@@ -111,6 +115,8 @@ type Auditor struct {
 	policies func() *policy.Policy
 	recorder events.EventRecorder
 	log      logrus.FieldLogger
+	// afterReport is Config.AfterPass.
+	afterReport func(context.Context, Report)
 	// eventsPerPass and eventsPerNamespace are Config's caps, defaults applied.
 	eventsPerPass, eventsPerNamespace int
 
@@ -174,6 +180,7 @@ func New(cfg Config) (*Auditor, error) {
 		policies:           cfg.Policies,
 		recorder:           cfg.Recorder,
 		log:                cfg.Log,
+		afterReport:        cfg.AfterPass,
 		eventsPerPass:      cmp.Or(cfg.EventsPerPass, DefaultEventsPerPass),
 		eventsPerNamespace: cmp.Or(cfg.EventsPerNamespace, DefaultEventsPerNamespace),
 		violations: prometheus.NewGaugeVec(prometheus.GaugeOpts{

@@ -31,13 +31,17 @@ func (a *Auditor) Loop(ctx context.Context, interval time.Duration, trigger <-ch
 			}
 		}
 		trigger = drain(trigger)
-		if _, err := a.Run(ctx); err != nil && ctx.Err() == nil {
-			entry := a.log.WithError(err)
-			if errors.Is(err, ErrNoPolicy) {
-				entry.Debug("audit pass skipped")
-			} else {
-				entry.Error("audit pass failed")
+		report, err := a.Run(ctx)
+		switch {
+		case err == nil:
+			if a.afterReport != nil {
+				a.afterReport(ctx, report)
 			}
+		case ctx.Err() != nil:
+		case errors.Is(err, ErrNoPolicy):
+			a.log.WithError(err).Debug("audit pass skipped")
+		default:
+			a.log.WithError(err).Error("audit pass failed")
 		}
 		if a.afterPass != nil {
 			a.afterPass()

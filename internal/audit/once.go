@@ -25,6 +25,9 @@ type OnceOptions struct {
 	SyncTimeout time.Duration
 	// Log receives the placement cache's and the pass's logs; required.
 	Log logrus.FieldLogger
+	// AfterPass, when set, is given the report and the cache it was made
+	// from, before the cache stops (`regosched audit --plan`).
+	AfterPass func(context.Context, Placements, Report) error
 }
 
 // Once is `regosched audit`: it lists the cluster's bound pods and nodes
@@ -52,5 +55,9 @@ func Once(ctx context.Context, opts OnceOptions) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	return a.Run(ctx)
+	report, err := a.Run(ctx)
+	if err != nil || opts.AfterPass == nil {
+		return report, err
+	}
+	return report, opts.AfterPass(ctx, cache, report)
 }

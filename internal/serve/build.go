@@ -110,7 +110,7 @@ func build(ctx context.Context, opts Options) (*server, error) {
 		return nil, err
 	}
 	if opts.AuditInterval > 0 {
-		if s.audit, s.stopAudit, err = newAudit(ctx, background, s.cache, s.active, reg, log); err != nil {
+		if s.audit, s.stopAudit, err = newAudit(ctx, s.auditParts(background, reg)); err != nil {
 			return nil, err
 		}
 	}

@@ -2,6 +2,8 @@ package serve
 
 import (
 	"errors"
+	"fmt"
+	"github.com/regosched/regosched/internal/repair"
 	"io/fs"
 	"time"
 
@@ -77,6 +79,9 @@ type Options struct {
 	// AuditInterval is the period of the audit of bound pods (the leader
 	// only); 0 turns it off.
 	AuditInterval time.Duration
+	// Repair says what the leader does of the audit's violations after
+	// each pass (see internal/repair); it needs the audit.
+	Repair RepairOptions
 	// Profiling serves pprof profiles under /debug/pprof/.
 	Profiling bool
 	Version   string
@@ -117,6 +122,21 @@ type BundleOptions struct {
 	Insecure bool
 }
 
+// RepairOptions are the settings of --repair.
+type RepairOptions struct {
+	// Mode is off, plan or on; "" is off.
+	Mode       repair.Mode
+	MaxPerHour int
+	Timeout    time.Duration
+	Cooldown   time.Duration
+	// MaxLagBytes is how far a replica may lag behind its master and
+	// still be handed its shard.
+	MaxLagBytes int64
+	// ConfigMap names the ConfigMap, in the leader election namespace,
+	// that keeps the repair in flight and the recent ones.
+	ConfigMap string
+}
+
 // RedisRolesOptions are the settings of --redis-roles.
 type RedisRolesOptions struct {
 	On       bool
@@ -152,6 +172,9 @@ func (o Options) check() error {
 	// would be a restriction that restricts nothing.
 	if len(o.TLS.AllowedClientNames) > 0 && (o.TLS.CertFile == "" || o.TLS.ClientCAFile == "") {
 		return errors.New("--tls-allowed-client-names needs --tls-cert-file and --client-ca-file: without them no client certificate is asked for")
+	}
+	if m := o.Repair.Mode; m != "" && m != repair.Off && o.AuditInterval <= 0 {
+		return fmt.Errorf("--repair=%s needs the audit (--audit-interval above 0): repairs follow its passes", m)
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/redisroles"
+	"github.com/regosched/regosched/internal/repair"
 )
 
 // pingAPI asks the API server for one node: any answer, even a refusal,
@@ -34,18 +35,58 @@ func pingAPI(client kubernetes.Interface) apicontact.Ping {
 	}
 }
 
+// auditParts is what newAudit wires: the audit, and after each of its
+// passes the repair (--repair).
+type auditParts struct {
+	client   kubernetes.Interface
+	cache    *placement.Cache
+	active   *bundles.Active
+	roles    *redisroles.Controller // nil without --redis-roles
+	contact  *apicontact.Watch
+	repair   RepairOptions
+	leaderNS string
+	reg      prometheus.Registerer
+	log      logrus.FieldLogger
+}
+
+func (s *server) auditParts(client kubernetes.Interface, reg prometheus.Registerer) auditParts {
+	return auditParts{client: client, cache: s.cache, active: s.active, roles: s.roles, contact: s.contact,
+		repair: s.opts.Repair, leaderNS: s.opts.Leader.Namespace, reg: reg, log: s.log}
+}
+
 // newAudit builds the audit of bound pods, which reports violations as
-// events; stop stops its event recorder.
-func newAudit(ctx context.Context, client kubernetes.Interface, cache *placement.Cache, active *bundles.Active,
-	reg prometheus.Registerer, log logrus.FieldLogger) (a *audit.Auditor, stop func(), err error) {
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+// events, and the repair that follows its passes; stop stops their event
+// recorder.
+func newAudit(ctx context.Context, p auditParts) (a *audit.Auditor, stop func(), err error) {
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: p.client.EventsV1()})
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
 		return nil, nil, fmt.Errorf("starting the event recorder: %w", err)
 	}
-	a, err = audit.New(audit.Config{
-		Cache: cache, Policies: active.Load, Recorder: broadcaster.NewRecorder(scheme.Scheme, "regosched"),
-		Log: log.WithField("component", "audit"), Registerer: reg,
-	})
+	recorder := broadcaster.NewRecorder(scheme.Scheme, "regosched")
+	cfg := audit.Config{
+		Cache: p.cache, Policies: p.active.Load, Recorder: recorder,
+		Log: p.log.WithField("component", "audit"), Registerer: p.reg,
+	}
+	if m := p.repair.Mode; m != "" && m != repair.Off {
+		rcfg := repair.Config{
+			Mode: m, Cache: p.cache, Policies: p.active.Load, Kube: p.client, Recorder: recorder,
+			Contact:   p.contact.Err,
+			Namespace: p.leaderNS, ConfigMap: p.repair.ConfigMap,
+			MaxPerHour: p.repair.MaxPerHour, Timeout: p.repair.Timeout, Cooldown: p.repair.Cooldown,
+			MaxLagBytes: p.repair.MaxLagBytes,
+			Log:         p.log.WithField("component", "repair"), Registerer: p.reg,
+		}
+		if p.roles != nil {
+			rcfg.Redis = p.roles
+		}
+		r, err := repair.New(rcfg)
+		if err != nil {
+			broadcaster.Shutdown()
+			return nil, nil, err
+		}
+		cfg.AfterPass = r.Pass
+	}
+	a, err = audit.New(cfg)
 	if err != nil {
 		broadcaster.Shutdown()
 		return nil, nil, err

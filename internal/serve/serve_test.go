@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/repair"
 	"github.com/regosched/regosched/internal/tlsserve"
 )
 
@@ -104,6 +105,9 @@ func TestOptionsChecksAtStart(t *testing.T) {
 			"--tls-allowed-client-names needs --tls-cert-file and --client-ca-file"},
 		{"allowed client names without a client CA", Options{SchedulerName: "regosched", TLS: tlsserve.Files{CertFile: "tls.crt", KeyFile: "tls.key", AllowedClientNames: []string{"regosched-scheduler"}}},
 			"--tls-allowed-client-names needs --tls-cert-file and --client-ca-file"},
+		// Repairs follow the audit's passes: without them it would never act.
+		{"repair without the audit", Options{SchedulerName: "regosched", Repair: RepairOptions{Mode: repair.On}},
+			"--repair=on needs the audit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

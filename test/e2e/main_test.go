@@ -37,7 +37,7 @@ var stack *localstack.Stack
 // deployedArgs are regosched's flags as in deploy/ (--redis-roles), with
 // checks often enough for tests to wait on; the memory of Redis roles goes
 // to a namespace that exists here.
-var deployedArgs = []string{"--redis-roles", "--redis-roles-interval=1s", "--audit-interval=5s", "--leader-elect-namespace=default"}
+var deployedArgs = []string{"--redis-roles", "--redis-roles-interval=1s", "--audit-interval=5s", "--repair=plan", "--leader-elect-namespace=default"}
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))

@@ -353,6 +353,14 @@ func (c *Cluster) Failover(ctx context.Context, replicaPort int) error {
 	return nil
 }
 
+// WaitSettled returns once every node is up, says cluster_state:ok, agrees
+// on every node's role, and every replica's link to its master is up, as
+// after Failover; it gives up after 15 s.
+func (c *Cluster) WaitSettled(ctx context.Context) error {
+	anyShape := func([]Node) string { return "" }
+	return poll(ctx, c.log, roleChangeTimeout, pollInterval, "the cluster to settle", c.settled(anyShape))
+}
+
 // Stop kills every node and waits for them to exit. It is safe to call more
 // than once.
 func (c *Cluster) Stop() {

@@ -1,0 +1,478 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/regosched/regosched/test/localredis"
+	"github.com/regosched/regosched/test/localstack"
+)
+
+const (
+	// repairKeys are written before the failovers and read back after.
+	repairKeys = 10000
+	// repairRuns is how many failovers the repair mends, timed.
+	repairRuns = 5
+	// repairWait bounds one repair: two audit intervals of the repairing
+	// replica (2 s), its cooldown (1 s), role reads (1 s) and a failover's
+	// handshake, with margin for a busy machine.
+	repairWait = 60 * time.Second
+	// voteWindow is 2×cluster-node-timeout of localredis (5 s), and a second.
+	voteWindow = 11 * time.Second
+)
+
+// A real Redis Cluster failover puts two masters on one node. In plan mode
+// (the stack's regosched, as deployed) the repair is announced and nothing
+// changes; a regosched with --repair=on then hands one master's shard to
+// its in-sync replica elsewhere, each time, and no key is lost.
+func TestRepairAfterFailover(t *testing.T) {
+	const ns = "e2e-repair"
+	ctx := setup(t, ns)
+	sc := newRepairScene(t, ctx, ns)
+	cluster, nodeOf, n, keys, name, a := sc.cluster, sc.nodeOf, sc.nodes, sc.keys, sc.name, sc.a
+	failovers := 1 // sent by this test
+
+	t.Run("plan mode announces and changes nothing", func(t *testing.T) {
+		if !hasEvent(ctx, ns, name(a), corev1.EventTypeNormal, "RepairPlanned", "would failover") {
+			t.Errorf("no RepairPlanned event on %s naming a failover", name(a))
+		}
+		out, code := runBinary(t, ctx, "audit", "--plan", "--kubeconfig", stack.Cluster().KubeconfigPath())
+		if code != 1 || !strings.Contains(out, "failover") || !strings.Contains(out, "CLUSTER FAILOVER") {
+			t.Errorf("regosched audit --plan exited %d, want 1 and a planned CLUSTER FAILOVER:\n%s", code, out)
+		}
+		t.Logf("regosched audit --plan:\n%s", out)
+		// Two passes of the stack's audit (5 s each) later, Redis is as it was.
+		time.Sleep(11 * time.Second)
+		if got := crowdedNodes(t, ctx, cluster, nodeOf); !slices.Equal(got, []string{n[0]}) {
+			t.Errorf("in plan mode, nodes with two masters = %v, want [%s] unchanged", got, n[0])
+		}
+	})
+
+	listen, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := stack.StartReplicaAt(ctx, "repair-"+ns, listen,
+		"--redis-roles", "--redis-roles-interval=1s", "--audit-interval=2s",
+		"--repair=on", "--repair-cooldown=1s", "--repair-max-per-hour=100", "--repair-timeout=1m",
+		"--leader-elect-namespace="+ns, "--redis-roles-configmap=", "--repair-configmap=e2e-repair")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("end of the repairing replica's log:\n%s", r.LogTail(80))
+		}
+	})
+
+	// The violation of the plan phase is repaired first, then each run
+	// makes a new one: the replica on n[0] takes over its shard.
+	var took []time.Duration
+	for run := 0; run <= repairRuns; run++ {
+		start := time.Now()
+		if run > 0 {
+			// Not cluster.Failover, which waits for the cluster to settle
+			// in the new roles: the repair may already be on its way back.
+			// Redis Cluster's masters refuse to vote twice about one
+			// master within 2×cluster-node-timeout (10 s here): wait that
+			// out, as the repair does, or the failover is given up unseen.
+			time.Sleep(voteWindow)
+			port := replicaOn(t, ctx, cluster, nodeOf, n[0])
+			start = promote(t, ctx, cluster, port)
+			failovers++
+		}
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, repairWait, true, func(ctx context.Context) (bool, error) {
+			return len(crowdedNodes(t, ctx, cluster, nodeOf)) == 0, nil
+		})
+		if err != nil {
+			t.Fatalf("run %d: two masters still share a node %s after the failover; end of the repairing replica's log:\n%s", run, repairWait, r.LogTail(40))
+		}
+		if run > 0 {
+			took = append(took, time.Since(start))
+		}
+		// The demoted master syncs from its new master before the next
+		// failover, as an operator's next one would wait for.
+		if err := cluster.WaitSettled(ctx); err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+	}
+	sorted := slices.Clone(took)
+	slices.Sort(sorted)
+	t.Logf("time from the violation (failover settled) to one master per node, %d runs: median %s, range %s..%s, all %v",
+		len(took), sorted[len(sorted)/2].Round(time.Millisecond), sorted[0].Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond), took)
+
+	t.Run("every key reads back", func(t *testing.T) { readKeys(t, ctx, keys) })
+
+	t.Run("the audit is clean and the repairs are told", func(t *testing.T) {
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, roleWait, true, func(ctx context.Context) (bool, error) {
+			_, code := runBinary(t, ctx, "audit", "--kubeconfig", stack.Cluster().KubeconfigPath())
+			return code == 0, nil
+		})
+		if err != nil {
+			out, code := runBinary(t, ctx, "audit", "--kubeconfig", stack.Cluster().KubeconfigPath())
+			t.Errorf("regosched audit exited %d, want 0:\n%s", code, out)
+		}
+		repaired := metricValue(t, ctx, r.BaseURL, `regosched_repairs_total{action="failover",outcome="repaired"}`)
+		started := metricValue(t, ctx, r.BaseURL, `regosched_repairs_total{action="failover",outcome="started"}`)
+		if repaired != repairRuns+1 || started != repairRuns+1 {
+			t.Errorf("regosched_repairs_total failover started %v, repaired %v; want %d each", started, repaired, repairRuns+1)
+		}
+		// Redis counts every CLUSTER FAILOVER it was sent: the test's and
+		// the repairs', none twice.
+		if got := failoverCalls(t, ctx, cluster); got != failovers+repairRuns+1 {
+			t.Errorf("Redis served %d CLUSTER FAILOVER commands, want %d (%d by the test, %d repairs)", got, failovers+repairRuns+1, failovers, repairRuns+1)
+		}
+		events, err := stack.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := 0
+		for _, e := range events.Items {
+			if e.Reason == "Repaired" {
+				count++
+			}
+		}
+		if count == 0 {
+			t.Errorf("no Repaired event in %s", ns)
+		}
+	})
+}
+
+// repairScene is a real Redis Cluster of 3 shards, a master and a replica
+// each, holding repairKeys keys, whose pods (Bitnami's redis-cluster
+// chart) are bound so that master A and the replica of shard B share
+// nodes[0] and the others stand alone; then a real failover of shard B has
+// put two masters on nodes[0].
+type repairScene struct {
+	cluster *localredis.Cluster
+	keys    *redis.ClusterClient
+	nodes   []string
+	nodeOf  map[int]string // port -> node
+	name    func(port int) string
+	a       int // master A's port
+}
+
+func newRepairScene(t *testing.T, ctx context.Context, ns string) *repairScene {
+	t.Helper()
+	n := nodes(t, ctx, 8)
+	cluster, err := localredis.StartCluster(ctx, localredis.Options{Dir: t.TempDir()}, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Stop)
+	addrs := make([]string, 0, 6)
+	for _, p := range cluster.Ports() {
+		addrs = append(addrs, "127.0.0.1:"+strconv.Itoa(p))
+	}
+	keys := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { _ = keys.Close() })
+	writeKeys(t, ctx, keys)
+
+	redisNodes, err := cluster.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var masters []int
+	replicaOf := map[int]int{}
+	for _, rn := range redisNodes {
+		if rn.Role == localredis.RoleMaster {
+			masters = append(masters, rn.Port)
+		} else {
+			replicaOf[rn.MasterPort] = rn.Port
+		}
+	}
+	name := func(port int) string { return "sessions-redis-cluster-" + strconv.Itoa(port) }
+	a, b, c := masters[0], masters[1], masters[2]
+	nodeOf := map[int]string{a: n[0], replicaOf[b]: n[0], b: n[1], replicaOf[a]: n[2], c: n[3], replicaOf[c]: n[4]}
+	want, sameShard := map[string]string{}, map[string]string{}
+	for port, node := range nodeOf {
+		bind(t, ctx, bitnamiClusterPod(ns, name(port), port), node)
+		want[name(port)] = "master"
+	}
+	for m, r := range replicaOf {
+		want[name(r)] = "replica"
+		sameShard[name(r)] = name(m)
+	}
+	waitRoles(t, ctx, ns, want, sameShard)
+
+	if err := cluster.Failover(ctx, replicaOf[b]); err != nil {
+		t.Fatal(err)
+	}
+	if got := crowdedNodes(t, ctx, cluster, nodeOf); !slices.Equal(got, []string{n[0]}) {
+		t.Fatalf("after the failover, nodes with two masters = %v, want [%s]", got, n[0])
+	}
+	return &repairScene{cluster: cluster, keys: keys, nodes: n, nodeOf: nodeOf, name: name, a: a}
+}
+
+// writeKeys sets repairKeys keys, in pipelines.
+func writeKeys(t *testing.T, ctx context.Context, c *redis.ClusterClient) {
+	t.Helper()
+	for from := 0; from < repairKeys; from += 500 {
+		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := from; i < min(from+500, repairKeys); i++ {
+				p.Set(ctx, fmt.Sprintf("key:%d", i), fmt.Sprintf("value-%d", i), 0)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("writing keys: %v", err)
+		}
+	}
+}
+
+// readKeys fails the test for each key missing or changed.
+func readKeys(t *testing.T, ctx context.Context, c *redis.ClusterClient) {
+	t.Helper()
+	lost := 0
+	for from := 0; from < repairKeys; from += 500 {
+		cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := from; i < min(from+500, repairKeys); i++ {
+				p.Get(ctx, fmt.Sprintf("key:%d", i))
+			}
+			return nil
+		})
+		if err != nil && err != redis.Nil {
+			t.Fatalf("reading keys: %v", err)
+		}
+		for j, cmd := range cmds {
+			v, err := cmd.(*redis.StringCmd).Result()
+			if want := fmt.Sprintf("value-%d", from+j); err != nil || v != want {
+				lost++
+			}
+		}
+	}
+	t.Logf("%d of %d keys read back with their value; %d lost", repairKeys-lost, repairKeys, lost)
+	if lost > 0 {
+		t.Errorf("%d keys lost", lost)
+	}
+}
+
+// promote sends CLUSTER FAILOVER to the replica at port and returns when
+// ROLE there first says master: the moment two masters share its node.
+func promote(t *testing.T, ctx context.Context, c *localredis.Cluster, port int) time.Time {
+	t.Helper()
+	cl := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port)})
+	defer cl.Close()
+	if err := cl.Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
+		t.Fatalf("CLUSTER FAILOVER on %d: %v", port, err)
+	}
+	var at time.Time
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+		role, err := c.Role(ctx, port)
+		at = time.Now()
+		return err == nil && role == localredis.RoleMaster, nil
+	})
+	if err != nil {
+		t.Fatalf("%d never became master after CLUSTER FAILOVER", port)
+	}
+	return at
+}
+
+// crowdedNodes returns the nodes where Redis says two masters run now.
+func crowdedNodes(t *testing.T, ctx context.Context, c *localredis.Cluster, nodeOf map[int]string) []string {
+	t.Helper()
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, rn := range nodes {
+		if rn.Role == localredis.RoleMaster {
+			count[nodeOf[rn.Port]]++
+		}
+	}
+	var out []string
+	for node, k := range count {
+		if k > 1 {
+			out = append(out, node)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// replicaOn returns the port of the replica on node.
+func replicaOn(t *testing.T, ctx context.Context, c *localredis.Cluster, nodeOf map[int]string, node string) int {
+	t.Helper()
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rn := range nodes {
+		if rn.Role == localredis.RoleReplica && nodeOf[rn.Port] == node {
+			return rn.Port
+		}
+	}
+	t.Fatalf("no replica on %s: %v", node, nodes)
+	return 0
+}
+
+// failoverCalls sums the CLUSTER FAILOVER commands every node served.
+func failoverCalls(t *testing.T, ctx context.Context, c *localredis.Cluster) int {
+	t.Helper()
+	total := 0
+	for _, p := range c.Ports() {
+		cl := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(p)})
+		stats, err := cl.Info(ctx, "commandstats").Result()
+		_ = cl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(stats, "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_cluster|failover:calls="); ok {
+				calls, _, _ := strings.Cut(rest, ",")
+				k, _ := strconv.Atoi(calls)
+				total += k
+			}
+		}
+	}
+	return total
+}
+
+// hasEvent reports whether pod gets an event of type and reason whose
+// message contains text, within roleWait.
+func hasEvent(ctx context.Context, ns, pod, eventType, reason, text string) bool {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, roleWait, true, func(ctx context.Context) (bool, error) {
+		list, err := stack.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range list.Items {
+			if e.Type == eventType && e.Reason == reason && strings.Contains(e.Message, text) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return err == nil
+}
+
+// metricValue reads one sample from the /metrics of the regosched at base.
+func metricValue(t *testing.T, ctx context.Context, base, sample string) float64 {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if rest, ok := strings.CutPrefix(line, sample+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return v
+		}
+	}
+	return 0
+}
+
+// Killed in the middle of a repair (its record written, its CLUSTER
+// FAILOVER sent or about to be), the leader leaves the record behind: the
+// replica that leads next follows the repair up and reports it (Repaired,
+// or RepairFailed after the timeout), and never sends it again. The
+// cluster stays healthy and keeps every key.
+func TestRepairLeaderKilledMidRepair(t *testing.T) {
+	const ns = "e2e-repair-ha"
+	ctx := setup(t, ns)
+	sc := newRepairScene(t, ctx, ns)
+	before := failoverCalls(t, ctx, sc.cluster)
+	args := []string{"--redis-roles", "--redis-roles-interval=1s", "--audit-interval=2s",
+		"--repair=on", "--repair-cooldown=1s", "--repair-timeout=30s",
+		"--leader-elect", "--leader-elect-namespace=" + ns, "--leader-elect-name=e2e-repair-ha",
+		"--redis-roles-configmap=", "--repair-configmap=e2e-repair-ha"}
+	var replicas []*localstack.Replica
+	for i := range 2 {
+		listen, err := freeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := stack.StartReplicaAt(ctx, fmt.Sprintf("repair-ha-%d", i), listen, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Stop)
+		replicas = append(replicas, r)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, r := range replicas {
+				t.Logf("end of %s's log:\n%s", r.Name, r.LogTail(60))
+			}
+		}
+	})
+
+	// The moment the record of the repair is written, kill its writer.
+	cms := stack.Client().CoreV1().ConfigMaps(ns)
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		cm, err := cms.Get(ctx, "e2e-repair-ha", metav1.GetOptions{})
+		return err == nil && strings.Contains(cm.Data["state.json"], `"inFlight"`), nil
+	})
+	if err != nil {
+		t.Fatal("no repair was recorded in flight within 60 s")
+	}
+	leader := slices.IndexFunc(replicas, func(r *localstack.Replica) bool { return strings.Contains(r.LogTail(400), "repair started") })
+	if leader < 0 {
+		t.Fatal("a repair is in flight, but no replica logged that it started one")
+	}
+	killed, survivor := replicas[leader], replicas[1-leader]
+	if err := killed.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(killed.LogTail(400), "msg=repaired") {
+		t.Fatalf("%s ended the repair before it was killed: the test missed the moment", killed.Name)
+	}
+	t.Logf("killed %s with a repair in flight", killed.Name)
+
+	// The survivor leads within a lease (15 s) and ends the repair.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		cm, err := cms.Get(ctx, "e2e-repair-ha", metav1.GetOptions{})
+		return err == nil && !strings.Contains(cm.Data["state.json"], `"inFlight"`), nil
+	})
+	if err != nil {
+		t.Fatalf("the repair is still in flight 90 s after its leader was killed")
+	}
+	log := survivor.LogTail(400)
+	switch {
+	case strings.Contains(log, "msg=repaired"):
+		t.Logf("%s followed the repair up: repaired", survivor.Name)
+		if got := crowdedNodes(t, ctx, sc.cluster, sc.nodeOf); len(got) != 0 {
+			t.Errorf("repaired, but nodes with two masters: %v", got)
+		}
+	case strings.Contains(log, "repair failed"):
+		t.Logf("%s followed the repair up: reported it failed (its leader died before sending it)", survivor.Name)
+	default:
+		t.Errorf("%s ended the repair in flight without logging repaired or failed", survivor.Name)
+	}
+	if calls := failoverCalls(t, ctx, sc.cluster) - before; calls > 1 {
+		t.Errorf("Redis served %d CLUSTER FAILOVER commands for one repair, want at most 1", calls)
+	}
+	if err := sc.cluster.WaitSettled(ctx); err != nil {
+		t.Errorf("the cluster is not healthy after the handover: %v", err)
+	}
+	readKeys(t, ctx, sc.keys)
+}
