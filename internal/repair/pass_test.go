@@ -31,24 +31,24 @@ func TestEvictionNeedsABudget(t *testing.T) {
 		},
 		{
 			name:    "a budget of other pods",
-			objs:    []runtime.Object{esData("es-data-0", "node-1"), esData("es-data-1", "node-1"), pdb("logs", map[string]string{"app": "other"})},
+			objs:    []runtime.Object{esData("es-data-0", "node-1"), esData("es-data-1", "node-1"), pdb(map[string]string{"app": "other"})},
 			wantWhy: "no PodDisruptionBudget covers it",
 		},
 		{
 			name:    "the budget forbids it now",
-			objs:    []runtime.Object{esData("es-data-0", "node-1"), esData("es-data-1", "node-1"), pdb("logs", map[string]string{"app.kubernetes.io/name": "elasticsearch"})},
+			objs:    []runtime.Object{esData("es-data-0", "node-1"), esData("es-data-1", "node-1"), pdb(map[string]string{"app.kubernetes.io/name": "elasticsearch"})},
 			refuse:  true,
 			wantWhy: "would refuse its eviction now",
 		},
 		{
 			name: "no controller recreates it",
 			objs: []runtime.Object{pod("logs", "es-data-0", "node-1", esData("x", "").Labels), pod("logs", "es-data-1", "node-1", esData("x", "").Labels),
-				pdb("logs", map[string]string{"app.kubernetes.io/name": "elasticsearch"})},
+				pdb(map[string]string{"app.kubernetes.io/name": "elasticsearch"})},
 			wantWhy: "no controller owns it",
 		},
 		{
 			name:        "the budget allows it: one pod is evicted, the later one",
-			objs:        []runtime.Object{esData("es-data-0", "node-1"), esData("es-data-1", "node-1"), pdb("logs", map[string]string{"app.kubernetes.io/name": "elasticsearch"})},
+			objs:        []runtime.Object{esData("es-data-0", "node-1"), esData("es-data-1", "node-1"), pdb(map[string]string{"app.kubernetes.io/name": "elasticsearch"})},
 			wantEvicted: []string{"logs/es-data-1"},
 		},
 	}
@@ -86,7 +86,7 @@ func TestEvictionNeedsABudget(t *testing.T) {
 func TestEvictionLifecycle(t *testing.T) {
 	f := newFixture(t, esData("es-data-0", "node-1"), esData("es-data-1", "node-1"),
 		esData("es-data-2", "node-2"), esData("es-data-3", "node-2"),
-		pdb("logs", map[string]string{"app.kubernetes.io/name": "elasticsearch"}), node("node-1"), node("node-2"))
+		pdb(map[string]string{"app.kubernetes.io/name": "elasticsearch"}), node("node-1"), node("node-2"))
 	first := f.repairer(t, On)
 	f.pass(t, first)
 	evicted, _ := f.evictions()
@@ -136,7 +136,7 @@ func TestEvictionLifecycle(t *testing.T) {
 // backed off; plan mode acts on nothing and writes nothing.
 func TestTimeoutAndPlanMode(t *testing.T) {
 	objs := []runtime.Object{esData("es-data-0", "node-1"), esData("es-data-1", "node-1"),
-		pdb("logs", map[string]string{"app.kubernetes.io/name": "elasticsearch"}), node("node-1")}
+		pdb(map[string]string{"app.kubernetes.io/name": "elasticsearch"}), node("node-1")}
 	t.Run("plan", func(t *testing.T) {
 		f := newFixture(t, objs...)
 		r := f.repairer(t, Plan)
@@ -200,14 +200,14 @@ func TestRedisNeedsFacts(t *testing.T) {
 	}{
 		{
 			name: "an unknown role",
-			objs: []runtime.Object{bitnamiCluster("s-0", "node-1", "master", "slot-0"), bitnamiCluster("s-1", "node-1", "", "")},
+			objs: []runtime.Object{bitnamiCluster("s-0", "master", "slot-0"), bitnamiCluster("s-1", "", "")},
 			// The policy still groups a pod with no role label as a
 			// possible master; the repair will not guess.
 			wantWhy: "is unknown",
 		},
 		{
 			name:    "roles not confirmed by Redis",
-			objs:    []runtime.Object{bitnamiCluster("s-0", "node-1", "master", "slot-0"), bitnamiCluster("s-1", "node-1", "replica", "slot-0")},
+			objs:    []runtime.Object{bitnamiCluster("s-0", "master", "slot-0"), bitnamiCluster("s-1", "replica", "slot-0")},
 			wantWhy: "nothing can confirm them",
 		},
 	}
@@ -228,7 +228,7 @@ func TestRedisNeedsFacts(t *testing.T) {
 		})
 	}
 	t.Run("the replica is the one planned, never the master", func(t *testing.T) {
-		f := newFixture(t, bitnamiCluster("s-0", "node-1", "master", "slot-0"), bitnamiCluster("s-1", "node-1", "replica", "slot-0"), node("node-1"))
+		f := newFixture(t, bitnamiCluster("s-0", "master", "slot-0"), bitnamiCluster("s-1", "replica", "slot-0"), node("node-1"))
 		report, err := f.auditor.Run(context.Background())
 		if err != nil {
 			t.Fatal(err)

@@ -269,9 +269,9 @@ func esData(name, node string) *corev1.Pod {
 	}))
 }
 
-// bitnamiCluster is a pod of Bitnami's redis-cluster chart, whose role is
-// read live; role and shard "" leave the labels out.
-func bitnamiCluster(name, node, role, shard string) *corev1.Pod {
+// bitnamiCluster is a pod of Bitnami's redis-cluster chart on node-1,
+// whose role is read live; role and shard "" leave the labels out.
+func bitnamiCluster(name, role, shard string) *corev1.Pod {
 	l := map[string]string{
 		"app.kubernetes.io/instance": "sessions", "app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/name": "redis-cluster",
 		"helm.sh/chart": "redis-cluster-13.0.5", "statefulset.kubernetes.io/pod-name": name,
@@ -282,13 +282,13 @@ func bitnamiCluster(name, node, role, shard string) *corev1.Pod {
 	if shard != "" {
 		l["regosched.io/shard"] = shard
 	}
-	return owned(pod("cache", name, node, l))
+	return owned(pod("cache", name, "node-1", l))
 }
 
-func pdb(ns string, match map[string]string) *policyv1.PodDisruptionBudget {
+func pdb(match map[string]string) *policyv1.PodDisruptionBudget {
 	one := intstr.FromInt32(1)
 	return &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pdb"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "logs", Name: "pdb"},
 		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: &metav1.LabelSelector{MatchLabels: match}},
 	}
 }

@@ -169,7 +169,7 @@ func (r *Repairer) Pass(ctx context.Context, report audit.Report) {
 		return
 	}
 	if st.InFlight != nil {
-		if r.follow(ctx, st, report, now) {
+		if r.follow(st, report, now) {
 			r.save(ctx, st, "the end of a repair")
 		}
 		return
@@ -303,7 +303,7 @@ func (r *Repairer) act(ctx context.Context, s Step, st *state, now time.Time) {
 
 // follow checks the repair in flight against report; it reports whether
 // the repair ended (st changed).
-func (r *Repairer) follow(ctx context.Context, st *state, report audit.Report, now time.Time) bool {
+func (r *Repairer) follow(st *state, report audit.Report, now time.Time) bool {
 	f := st.InFlight
 	target := r.targetPod(f)
 	log := r.cfg.Log.WithFields(logrus.Fields{"action": f.Action, "target": f.Target, "cluster": f.Cluster})

@@ -3,7 +3,6 @@ package serve
 import (
 	"errors"
 	"fmt"
-	"github.com/regosched/regosched/internal/repair"
 	"io/fs"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/regosched/regosched/internal/leader"
+	"github.com/regosched/regosched/internal/repair"
 	"github.com/regosched/regosched/internal/tlsserve"
 )
 

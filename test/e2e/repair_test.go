@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -247,7 +248,7 @@ func readKeys(t *testing.T, ctx context.Context, c *redis.ClusterClient) {
 			}
 			return nil
 		})
-		if err != nil && err != redis.Nil {
+		if err != nil && !errors.Is(err, redis.Nil) {
 			t.Fatalf("reading keys: %v", err)
 		}
 		for j, cmd := range cmds {
