@@ -1,8 +1,11 @@
 // Command regosched-demo runs regosched end to end on this machine, with no
 // cluster and no container runtime: a local control plane, the extender and
 // kube-scheduler on loopback, a sample workload placed one pod at a time,
-// and a table of where every pod went. Progress goes to stderr, the table
-// to stdout. See test/demo.
+// and a table of where every pod went. Then, if redis-server and redis-cli
+// are installed, a real Redis Cluster is failed over so that two masters
+// share a node, and regosched's repair (--repair=on) undoes it with every
+// key intact; without them the output says the scene was skipped. Progress
+// goes to stderr, the tables to stdout. See test/demo.
 //
 //	go run ./cmd/regosched-demo --nodes 6
 package main
@@ -21,7 +24,7 @@ import (
 )
 
 func main() {
-	nodes := flag.Int("nodes", 6, "number of fake nodes (zones a, b, c round robin)")
+	nodes := flag.Int("nodes", 6, "number of fake nodes (zones a, b, c round robin); the failover scene needs 5")
 	level := flag.String("log-level", "info", "progress detail on stderr: debug, info, warn, error")
 	flag.Parse()
 

@@ -2,8 +2,12 @@
 // `make demo`): it starts the whole stack on loopback (test/localstack),
 // places a small shop's Redis and Elasticsearch clusters through the
 // regosched scheduler one pod at a time, prints where every pod went and
-// why the rest wait, checks the placement rules independently, and stops
-// everything again.
+// why the rest wait, and checks the placement rules independently. Then,
+// when redis-server and redis-cli are installed, it fails a real Redis
+// Cluster over so that two masters share a node, and shows regosched's
+// audit report it and its repair undo it with every key intact
+// (failover.go); without them it says it skipped that. It stops everything
+// again at the end.
 package demo
 
 import (
@@ -35,9 +39,10 @@ type Options struct {
 }
 
 // Run starts the stack, places Workload(opts.Nodes) one pod at a time,
-// writes the placement to opts.Out and stops the stack, also when ctx is
-// cancelled (Ctrl-C). It fails if the independent check finds a broken
-// rule.
+// writes the placement to opts.Out, plays the failover scene (runFailover)
+// and stops the stack, also when ctx is cancelled (Ctrl-C). It fails if the
+// independent check finds a broken rule, or if the failover scene runs and
+// the repair does not happen in time or loses keys.
 func Run(ctx context.Context, opts Options) error {
 	if opts.Nodes < 1 {
 		return fmt.Errorf("need at least one node, got %d", opts.Nodes)
@@ -45,7 +50,7 @@ func Run(ctx context.Context, opts Options) error {
 	log := opts.Log
 	start := time.Now()
 	log.WithField("nodes", opts.Nodes).Info("starting etcd, kube-apiserver, regosched and kube-scheduler (the first run builds them: many minutes)")
-	stack, err := ls.Start(ctx, ls.Options{Nodes: opts.Nodes, Log: log})
+	stack, err := ls.Start(ctx, ls.Options{Nodes: opts.Nodes, Log: log, ExtenderArgs: extenderArgs})
 	if err != nil {
 		return fmt.Errorf("starting the stack: %w", err)
 	}
@@ -82,10 +87,14 @@ func Run(ctx context.Context, opts Options) error {
 	if err := Write(opts.Out, pl, violations); err != nil {
 		return fmt.Errorf("writing the placement: %w", err)
 	}
-	log.WithField("took", time.Since(start).Round(time.Millisecond)).Info("demo done")
 	if len(violations) > 0 {
 		return errors.New("placement rules were broken")
 	}
+
+	if err := runFailover(ctx, stack, opts.Out, log); err != nil {
+		return fmt.Errorf("repair after a failover: %w", err)
+	}
+	log.WithField("took", time.Since(start).Round(time.Millisecond)).Info("demo done")
 	return nil
 }
 
