@@ -220,7 +220,7 @@ func (sc *scene) play(ctx context.Context, nodes []string, out io.Writer) error 
 		return fmt.Errorf("%d of %d keys lost or changed across the failover and its repair", failoverKeys-intact, failoverKeys)
 	}
 	if !clean {
-		return fmt.Errorf("Redis has one master per node again, but regosched's audit still reports %s %s later", violationSample, afterWait)
+		return fmt.Errorf("one master per node again in Redis, but regosched's audit still reports %s %s later", violationSample, afterWait)
 	}
 	return nil
 }
