@@ -65,7 +65,7 @@ fuzz: ## A short, bounded run of every fuzz target (FUZZTIME executions each; se
 	$(GO) test -run '^$$' -fuzz '^FuzzRESPValidator$$' $(FUZZFLAGS) ./internal/redisconn/
 
 e2e: ## End-to-end suite on a local control plane (builds etcd, kube-apiserver, kube-scheduler once, cached)
-	$(GO) test -tags e2e -count=1 -timeout 40m -v ./test/localcluster/ ./test/localredis/ ./internal/redisroles/ ./test/e2e/
+	$(GO) test -tags e2e -count=1 -timeout 40m -v ./test/localcluster/ ./test/localredis/ ./internal/redisroles/ ./internal/repair/ ./test/e2e/
 
 scheduler-test: ## regosched-scheduler: vet, unit tests, and its end-to-end test (preemption of a conflicting peer) on a local control plane
 	cd scheduler && $(GO) vet ./... && $(GO) vet -tags e2e ./...
