@@ -28,7 +28,6 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
@@ -71,9 +70,6 @@ const (
 	afterWait = 20 * time.Second
 	// clusterName is the Helm release of the Bitnami chart the pods claim.
 	clusterName = "sessions-redis-cluster"
-	// stsUID is the StatefulSet the pods claim to belong to: no controller
-	// runs here, so it need not exist, only be the same for all.
-	stsUID = types.UID("0b5a1c1e-5e55-4e5e-9e55-5e55de300001")
 )
 
 // violationSample is the audit's gauge of two Redis masters on a node in
@@ -330,7 +326,7 @@ func (sc *scene) place(ctx context.Context) error {
 	}
 	slices.Sort(ports)
 	for _, p := range ports {
-		pod := bitnamiClusterPod(FailoverNamespace, sc.lay.pod[p], p)
+		pod := ls.BitnamiClusterPod(FailoverNamespace, sc.lay.pod[p], p)
 		pod.Spec.NodeName = sc.lay.node[p]
 		if err := createRunning(ctx, sc.stack.Client(), pod); err != nil {
 			return err
@@ -338,29 +334,6 @@ func (sc *scene) place(ctx context.Context) error {
 	}
 	sc.log.WithFields(logrus.Fields{"namespace": FailoverNamespace, "pods": len(ports)}).Info("Redis Cluster pods bound and running")
 	return nil
-}
-
-// bitnamiClusterPod is a pod of Bitnami's redis-cluster chart (release
-// "sessions") as the chart labels it, whose Redis listens on
-// 127.0.0.1:port. regosched finds the port by the container port's name,
-// and the cluster by the StatefulSet that controls the pod.
-func bitnamiClusterPod(ns, name string, port int) *corev1.Pod {
-	p := ls.PlainPod(ns, name)
-	p.Labels = map[string]string{
-		"app.kubernetes.io/instance":         "sessions",
-		"app.kubernetes.io/managed-by":       "Helm",
-		"app.kubernetes.io/name":             "redis-cluster",
-		"app.kubernetes.io/version":          "8.2.1",
-		"helm.sh/chart":                      "redis-cluster-13.0.5",
-		"statefulset.kubernetes.io/pod-name": name,
-	}
-	yes := true
-	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: clusterName, UID: stsUID, Controller: &yes}}
-	p.Spec.Containers[0].Ports = []corev1.ContainerPort{
-		{Name: "tcp-redis", ContainerPort: int32(port)},
-		{Name: "tcp-redis-bus", ContainerPort: int32(port + 10000)},
-	}
-	return p
 }
 
 // createRunning creates pod (bound by its NodeName) and reports it running

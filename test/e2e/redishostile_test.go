@@ -30,7 +30,7 @@ func bitnamiRedisPod(ns, name, instance string, port int) *corev1.Pod {
 		"app.kubernetes.io/component": "replica", "statefulset.kubernetes.io/pod-name": name,
 	}
 	yes := true
-	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: instance + "-redis-replicas", UID: stsUID, Controller: &yes}}
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: instance + "-redis-replicas", UID: ls.BitnamiStatefulSetUID, Controller: &yes}}
 	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "redis", ContainerPort: int32(port)}}
 	return p
 }

@@ -18,7 +18,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/regosched/regosched/test/localredis"
@@ -31,31 +30,12 @@ const (
 	// roleWait bounds the wait for labels: the stack checks every second
 	// (see main_test.go); the rest is margin for a busy machine.
 	roleWait = 20 * time.Second
-	// stsUID is the StatefulSet the Redis pods claim to belong to: no
-	// controller runs here, so it need not exist, only be the same.
-	stsUID = types.UID("0b5a1c1e-5e55-4e5e-9e55-5e5510000001")
 )
 
 // bitnamiClusterPod is a pod of Bitnami's redis-cluster chart (release
-// "sessions") as the chart labels it (testdata/presets/bitnami-redis-cluster.json),
-// whose Redis listens on 127.0.0.1:port.
+// "sessions") whose Redis listens on 127.0.0.1:port.
 func bitnamiClusterPod(ns, name string, port int) *corev1.Pod {
-	p := ls.PlainPod(ns, name)
-	p.Labels = map[string]string{
-		"app.kubernetes.io/instance":         "sessions",
-		"app.kubernetes.io/managed-by":       "Helm",
-		"app.kubernetes.io/name":             "redis-cluster",
-		"app.kubernetes.io/version":          "8.2.1",
-		"helm.sh/chart":                      "redis-cluster-13.0.5",
-		"statefulset.kubernetes.io/pod-name": name,
-	}
-	yes := true
-	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "sessions-redis-cluster", UID: stsUID, Controller: &yes}}
-	p.Spec.Containers[0].Ports = []corev1.ContainerPort{
-		{Name: "tcp-redis", ContainerPort: int32(port)},
-		{Name: "tcp-redis-bus", ContainerPort: int32(port + 10000)},
-	}
-	return p
+	return ls.BitnamiClusterPod(ns, name, port)
 }
 
 // running reports pod as running at 127.0.0.1, as a kubelet would.
@@ -128,6 +108,51 @@ func waitRoles(t *testing.T, ctx context.Context, ns string, want map[string]str
 	return time.Since(start)
 }
 
+// sessions is a Redis Cluster of 3 shards placed as Bitnami's chart's
+// pods: master A and the replica of shard B share nodes[0], which is
+// allowed until that replica becomes a master; every other member has a
+// node of its own.
+type sessions struct {
+	masters   []int          // ports, as created
+	replicaOf map[int]int    // master port -> its replica's port
+	nodeOf    map[int]string // port -> node
+	name      func(port int) string
+	want      map[string]string // pod -> role
+	took      time.Duration     // until the labels matched ROLE
+}
+
+// placeSessions binds the pods of cluster's nodes as sessions says and
+// waits until their role labels match Redis.
+func placeSessions(t *testing.T, ctx context.Context, ns string, cluster *localredis.Cluster, n []string) sessions {
+	t.Helper()
+	redisNodes, err := cluster.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sessions{replicaOf: map[int]int{}, want: map[string]string{},
+		name: func(port int) string { return "sessions-redis-cluster-" + strconv.Itoa(port) }}
+	for _, rn := range redisNodes {
+		if rn.Role == localredis.RoleMaster {
+			s.masters = append(s.masters, rn.Port)
+		} else {
+			s.replicaOf[rn.MasterPort] = rn.Port
+		}
+	}
+	a, b, c := s.masters[0], s.masters[1], s.masters[2]
+	s.nodeOf = map[int]string{a: n[0], s.replicaOf[b]: n[0], b: n[1], s.replicaOf[a]: n[2], c: n[3], s.replicaOf[c]: n[4]}
+	sameShard := map[string]string{}
+	for port, node := range s.nodeOf {
+		bind(t, ctx, bitnamiClusterPod(ns, s.name(port), port), node)
+		s.want[s.name(port)] = "master"
+	}
+	for m, r := range s.replicaOf {
+		s.want[s.name(r)] = "replica"
+		sameShard[s.name(r)] = s.name(m)
+	}
+	s.took = waitRoles(t, ctx, ns, s.want, sameShard)
+	return s
+}
+
 // The labels follow a real Redis Cluster: they match ROLE within one
 // interval, flip at a real CLUSTER FAILOVER, a failover that leaves two
 // masters on one node is reported (metric, Events, `regosched audit`), and
@@ -141,35 +166,10 @@ func TestRedisRolesFollowARealCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cluster.Stop()
-	redisNodes, err := cluster.Nodes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var masters []int
-	replicaOf := map[int]int{} // master port -> its replica's port
-	for _, rn := range redisNodes {
-		if rn.Role == localredis.RoleMaster {
-			masters = append(masters, rn.Port)
-		} else {
-			replicaOf[rn.MasterPort] = rn.Port
-		}
-	}
-	name := func(port int) string { return "sessions-redis-cluster-" + strconv.Itoa(port) }
-	// Master A and the replica of shard B share n[0]: allowed, until that
-	// replica becomes a master. Every other member has a node of its own.
-	a, b, c := masters[0], masters[1], masters[2]
-	placement := map[int]string{a: n[0], replicaOf[b]: n[0], b: n[1], replicaOf[a]: n[2], c: n[3], replicaOf[c]: n[4]}
-	want, sameShard := map[string]string{}, map[string]string{}
-	for port, node := range placement {
-		bind(t, ctx, bitnamiClusterPod(ns, name(port), port), node)
-		want[name(port)] = "master"
-	}
-	for m, r := range replicaOf {
-		want[name(r)] = "replica"
-		sameShard[name(r)] = name(m)
-	}
-	took := waitRoles(t, ctx, ns, want, sameShard)
-	t.Logf("labels matched ROLE %v after the pods ran", took.Round(time.Millisecond))
+	s := placeSessions(t, ctx, ns, cluster, n)
+	name, replicaOf, placement, want := s.name, s.replicaOf, s.nodeOf, s.want
+	a, b, c := s.masters[0], s.masters[1], s.masters[2]
+	t.Logf("labels matched ROLE %v after the pods ran", s.took.Round(time.Millisecond))
 
 	// A real failover moves shard B's master onto n[0], beside master A.
 	failoverAt := time.Now()
@@ -177,7 +177,7 @@ func TestRedisRolesFollowARealCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	want[name(replicaOf[b])], want[name(b)] = "master", "replica"
-	sameShard = map[string]string{name(b): name(replicaOf[b]), name(replicaOf[a]): name(a), name(replicaOf[c]): name(c)}
+	sameShard := map[string]string{name(b): name(replicaOf[b]), name(replicaOf[a]): name(a), name(replicaOf[c]): name(c)}
 	waitRoles(t, ctx, ns, want, sameShard)
 	t.Logf("labels flipped %v after CLUSTER FAILOVER was sent", time.Since(failoverAt).Round(time.Millisecond))
 

@@ -185,40 +185,15 @@ func newRepairScene(t *testing.T, ctx context.Context, ns string) *repairScene {
 	t.Cleanup(func() { _ = keys.Close() })
 	writeKeys(t, ctx, keys)
 
-	redisNodes, err := cluster.Nodes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var masters []int
-	replicaOf := map[int]int{}
-	for _, rn := range redisNodes {
-		if rn.Role == localredis.RoleMaster {
-			masters = append(masters, rn.Port)
-		} else {
-			replicaOf[rn.MasterPort] = rn.Port
-		}
-	}
-	name := func(port int) string { return "sessions-redis-cluster-" + strconv.Itoa(port) }
-	a, b, c := masters[0], masters[1], masters[2]
-	nodeOf := map[int]string{a: n[0], replicaOf[b]: n[0], b: n[1], replicaOf[a]: n[2], c: n[3], replicaOf[c]: n[4]}
-	want, sameShard := map[string]string{}, map[string]string{}
-	for port, node := range nodeOf {
-		bind(t, ctx, bitnamiClusterPod(ns, name(port), port), node)
-		want[name(port)] = "master"
-	}
-	for m, r := range replicaOf {
-		want[name(r)] = "replica"
-		sameShard[name(r)] = name(m)
-	}
-	waitRoles(t, ctx, ns, want, sameShard)
-
+	s := placeSessions(t, ctx, ns, cluster, n)
+	nodeOf, replicaOf, b := s.nodeOf, s.replicaOf, s.masters[1]
 	if err := cluster.Failover(ctx, replicaOf[b]); err != nil {
 		t.Fatal(err)
 	}
 	if got := crowdedNodes(t, ctx, cluster, nodeOf); !slices.Equal(got, []string{n[0]}) {
 		t.Fatalf("after the failover, nodes with two masters = %v, want [%s]", got, n[0])
 	}
-	return &repairScene{cluster: cluster, keys: keys, nodes: n, nodeOf: nodeOf, name: name, a: a}
+	return &repairScene{cluster: cluster, keys: keys, nodes: n, nodeOf: nodeOf, name: s.name, a: s.masters[0]}
 }
 
 // writeKeys sets repairKeys keys, in pipelines.
@@ -436,8 +411,13 @@ func TestRepairLeaderKilledMidRepair(t *testing.T) {
 	if err != nil {
 		t.Fatal("no repair was recorded in flight within 60 s")
 	}
-	leader := slices.IndexFunc(replicas, func(r *localstack.Replica) bool { return strings.Contains(r.LogTail(400), "repair started") })
-	if leader < 0 {
+	// Its log line follows the record by microseconds.
+	leader := -1
+	err = wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		leader = slices.IndexFunc(replicas, func(r *localstack.Replica) bool { return strings.Contains(r.LogTail(400), "repair started") })
+		return leader >= 0, nil
+	})
+	if err != nil {
 		t.Fatal("a repair is in flight, but no replica logged that it started one")
 	}
 	killed, survivor := replicas[leader], replicas[1-leader]

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
@@ -59,6 +60,35 @@ func RedisPod(ns, cluster, name, role, shard string) *corev1.Pod {
 		LabelInstance:  cluster,
 		LabelComponent: role,
 		LabelShard:     shard,
+	}
+	return p
+}
+
+// BitnamiStatefulSetUID is the StatefulSet BitnamiClusterPod's pods claim
+// to belong to: no controller runs here, so it need not exist, only be the
+// same for all (regosched remembers roles per controller).
+const BitnamiStatefulSetUID = types.UID("0b5a1c1e-5e55-4e5e-9e55-5e5510000001")
+
+// BitnamiClusterPod is a pod of Bitnami's redis-cluster chart (release
+// "sessions") as the chart labels it (testdata/presets/bitnami-redis-cluster.json),
+// whose Redis listens on 127.0.0.1:port: regosched finds the port by the
+// container port's name, and reads the role live.
+func BitnamiClusterPod(ns, name string, port int) *corev1.Pod {
+	p := PlainPod(ns, name)
+	p.Labels = map[string]string{
+		"app.kubernetes.io/instance":         "sessions",
+		"app.kubernetes.io/managed-by":       "Helm",
+		"app.kubernetes.io/name":             "redis-cluster",
+		"app.kubernetes.io/version":          "8.2.1",
+		"helm.sh/chart":                      "redis-cluster-13.0.5",
+		"statefulset.kubernetes.io/pod-name": name,
+	}
+	yes := true
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "sessions-redis-cluster",
+		UID: BitnamiStatefulSetUID, Controller: &yes}}
+	p.Spec.Containers[0].Ports = []corev1.ContainerPort{
+		{Name: "tcp-redis", ContainerPort: int32(port)},
+		{Name: "tcp-redis-bus", ContainerPort: int32(port + 10000)},
 	}
 	return p
 }
