@@ -68,10 +68,13 @@ func TestRepairAfterFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := stack.StartReplicaAt(ctx, "repair-"+ns, listen,
+	// Names of this run only: a process's log, and the state ConfigMap,
+	// would outlive it into a run with -count.
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	r, err := stack.StartReplicaAt(ctx, "repair-"+run, listen,
 		"--redis-roles", "--redis-roles-interval=1s", "--audit-interval=2s",
 		"--repair=on", "--repair-cooldown=1s", "--repair-max-per-hour=100", "--repair-timeout=1m",
-		"--leader-elect-namespace="+ns, "--redis-roles-configmap=", "--repair-configmap=e2e-repair")
+		"--leader-elect-namespace="+ns, "--redis-roles-configmap=", "--repair-configmap=repair-"+run)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,17 +380,20 @@ func TestRepairLeaderKilledMidRepair(t *testing.T) {
 	ctx := setup(t, ns)
 	sc := newRepairScene(t, ctx, ns)
 	before := failoverCalls(t, ctx, sc.cluster)
+	// Names of this run only: a process's log, the Lease and the state
+	// ConfigMap would outlive it into a run with -count.
+	run := "repair-ha-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	args := []string{"--redis-roles", "--redis-roles-interval=1s", "--audit-interval=2s",
 		"--repair=on", "--repair-cooldown=1s", "--repair-timeout=30s",
-		"--leader-elect", "--leader-elect-namespace=" + ns, "--leader-elect-name=e2e-repair-ha",
-		"--redis-roles-configmap=", "--repair-configmap=e2e-repair-ha"}
+		"--leader-elect", "--leader-elect-namespace=" + ns, "--leader-elect-name=" + run,
+		"--redis-roles-configmap=", "--repair-configmap=" + run}
 	var replicas []*localstack.Replica
 	for i := range 2 {
 		listen, err := freeAddr()
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := stack.StartReplicaAt(ctx, fmt.Sprintf("repair-ha-%d", i), listen, args...)
+		r, err := stack.StartReplicaAt(ctx, fmt.Sprintf("%s-%d", run, i), listen, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -405,7 +411,7 @@ func TestRepairLeaderKilledMidRepair(t *testing.T) {
 	// The moment the record of the repair is written, kill its writer.
 	cms := stack.Client().CoreV1().ConfigMaps(ns)
 	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		cm, err := cms.Get(ctx, "e2e-repair-ha", metav1.GetOptions{})
+		cm, err := cms.Get(ctx, run, metav1.GetOptions{})
 		return err == nil && strings.Contains(cm.Data["state.json"], `"inFlight"`), nil
 	})
 	if err != nil {
@@ -431,7 +437,7 @@ func TestRepairLeaderKilledMidRepair(t *testing.T) {
 
 	// The survivor leads within a lease (15 s) and ends the repair.
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		cm, err := cms.Get(ctx, "e2e-repair-ha", metav1.GetOptions{})
+		cm, err := cms.Get(ctx, run, metav1.GetOptions{})
 		return err == nil && !strings.Contains(cm.Data["state.json"], `"inFlight"`), nil
 	})
 	if err != nil {
