@@ -133,9 +133,17 @@ func TestLiveChecksOnARealCluster(t *testing.T) {
 // every key "{tag}..." is written to it.
 func tagOn(t *testing.T, ctx context.Context, c *redis.Client, port int) string {
 	t.Helper()
-	slots, err := c.ClusterSlots(ctx).Result()
+	shards, err := c.ClusterShards(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
+	}
+	var mine []redis.SlotRange
+	for _, sh := range shards {
+		for _, n := range sh.Nodes {
+			if n.Port == int64(port) && n.Role == "master" {
+				mine = sh.Slots
+			}
+		}
 	}
 	for j := 0; j < 100000; j++ {
 		tag := fmt.Sprintf("k%d", j)
@@ -143,8 +151,8 @@ func tagOn(t *testing.T, ctx context.Context, c *redis.Client, port int) string 
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range slots {
-			if int64(s.Start) <= slot && slot <= int64(s.End) && strings.HasSuffix(s.Nodes[0].Addr, ":"+strconv.Itoa(port)) {
+		for _, r := range mine {
+			if r.Start <= slot && slot <= r.End {
 				return tag
 			}
 		}
