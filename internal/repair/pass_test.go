@@ -2,15 +2,18 @@ package repair
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // The evictions of pods without a live role: only what a
@@ -250,5 +253,47 @@ func waitCached(t *testing.T, f *fixture, p *corev1.Pod) {
 		if time.Now().After(deadline) {
 			t.Fatal("the placement cache did not see the pod")
 		}
+	}
+}
+
+// tarpit is a Redis that never answers: Dial waits for its context.
+type tarpit struct{}
+
+func (tarpit) Dial(ctx context.Context, _, _ string, _ types.UID) (*redis.Client, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A Redis that never answers holds the pass (and the audit's loop behind
+// it) no longer than PassTimeout, however many violations wait, and
+// nothing acts on its silence.
+func TestTarpitRedisBoundsThePass(t *testing.T) {
+	var objs []runtime.Object
+	for i := range 20 {
+		name := fmt.Sprintf("node-%d", i)
+		objs = append(objs, node(name),
+			owned(pod("cache", fmt.Sprintf("a-%d", i), name, bitnamiCluster("x", "master", "slot-0").Labels)),
+			owned(pod("cache", fmt.Sprintf("b-%d", i), name, bitnamiCluster("x", "master", "slot-5461").Labels)))
+	}
+	f := newFixture(t, objs...)
+	r := f.repairer(t, On)
+	r.cfg.Redis, r.cfg.PassTimeout = tarpit{}, 200*time.Millisecond
+	report, err := f.auditor.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(report.Violations) < 20 {
+		t.Fatalf("audit found %d violations, want 20 or more", len(report.Violations))
+	}
+	start := time.Now()
+	r.Pass(context.Background(), report)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the pass took %s against a Redis that never answers, want about the 200ms PassTimeout", took)
+	}
+	if st := f.state(t); st.InFlight != nil {
+		t.Errorf("a repair started on a silent Redis: %+v", st.InFlight)
+	}
+	if !f.recorder.has(ReasonPlanned, "does not answer") {
+		t.Errorf("no RepairPlanned event saying Redis does not answer; events: %v", f.recorder.events)
 	}
 }

@@ -53,6 +53,9 @@ type live struct {
 	nodeTimeout time.Duration
 }
 
+// maxNodeTimeout caps the cluster-node-timeout a server reports.
+const maxNodeTimeout = 30 * time.Minute
+
 // defaultNodeTimeout is Redis's cluster-node-timeout when it cannot be read.
 const defaultNodeTimeout = 15 * time.Second
 
@@ -99,8 +102,10 @@ func ask(ctx context.Context, r Redis, p *placement.Pod) (live, error) {
 			l.cluster[k] = v
 		}
 		if kv, err := c.ConfigGet(ctx, "cluster-node-timeout").Result(); err == nil {
+			// A server's word, bounded: a hostile one delays only its own
+			// cluster's repairs, and by an hour at most.
 			if ms, err := strconv.ParseInt(kv["cluster-node-timeout"], 10, 64); err == nil && ms > 0 {
-				l.nodeTimeout = time.Duration(ms) * time.Millisecond
+				l.nodeTimeout = time.Duration(min(ms, maxNodeTimeout.Milliseconds())) * time.Millisecond
 			}
 		}
 	}

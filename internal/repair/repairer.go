@@ -54,9 +54,13 @@ type Config struct {
 	// take over.
 	MaxLagBytes int64
 	// MaxSteps bounds the violations planned in one pass (100 when 0).
-	MaxSteps   int
-	Log        logrus.FieldLogger
-	Registerer prometheus.Registerer
+	MaxSteps int
+	// PassTimeout bounds the planning of one pass (30 s when 0): a Redis
+	// that answers slowly, or not at all, must not hold the audit's loop.
+	// The action itself, once started, gets a timeout of its own.
+	PassTimeout time.Duration
+	Log         logrus.FieldLogger
+	Registerer  prometheus.Registerer
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -99,6 +103,9 @@ func New(cfg Config) (*Repairer, error) {
 	}
 	if cfg.MaxSteps <= 0 {
 		cfg.MaxSteps = 100
+	}
+	if cfg.PassTimeout <= 0 {
+		cfg.PassTimeout = 30 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -154,6 +161,11 @@ func (r *Repairer) Pass(ctx context.Context, report audit.Report) {
 		return
 	}
 	now := r.cfg.Now()
+	// The action and its records keep the caller's context: once sent,
+	// it is written down whatever the planning took.
+	actCtx := ctx
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.PassTimeout)
+	defer cancel()
 	st, err := r.store.load(ctx)
 	if err != nil {
 		log.WithError(err).Error("repair: skipped, the repair state cannot be read")
@@ -170,14 +182,14 @@ func (r *Repairer) Pass(ctx context.Context, report audit.Report) {
 	}
 	if st.InFlight != nil {
 		if r.follow(st, report, now) {
-			r.save(ctx, st, "the end of a repair")
+			r.save(actCtx, st, "the end of a repair")
 		}
 		return
 	}
 	if changed {
-		r.save(ctx, st, "the role changes seen")
+		r.save(actCtx, st, "the role changes seen")
 	}
-	r.start(ctx, p, report, st, now)
+	r.start(ctx, actCtx, p, report, st, now)
 }
 
 // seeFailovers records, in st, the clusters whose role labels changed
@@ -240,10 +252,10 @@ func (r *Repairer) holdReason(st *state, s Step, now time.Time) string {
 
 // start plans the violations in order and starts the first repair that
 // may act.
-func (r *Repairer) start(ctx context.Context, p *planner, report audit.Report, st *state, now time.Time) {
+func (r *Repairer) start(ctx, actCtx context.Context, p *planner, report audit.Report, st *state, now time.Time) {
 	seen := map[string]bool{}
 	for i, v := range report.Violations {
-		if i == r.cfg.MaxSteps {
+		if i == r.cfg.MaxSteps || ctx.Err() != nil {
 			break
 		}
 		s := p.plan(ctx, v)
@@ -259,7 +271,7 @@ func (r *Repairer) start(ctx context.Context, p *planner, report audit.Report, s
 			r.announce(p, none(s, "%s", why), seen)
 			continue
 		}
-		r.act(ctx, s, st, now)
+		r.act(actCtx, s, st, now)
 		r.forgetExcept(seen)
 		return
 	}
@@ -286,12 +298,14 @@ func (r *Repairer) act(ctx context.Context, s Step, st *state, now time.Time) {
 	r.event(s.target, corev1.EventTypeNormal, ReasonPlanned, s.Action, "starting: %s", s.Why)
 	log.WithField("why", s.Why).Info("repair started")
 	var err error
+	sendCtx, cancel := context.WithTimeout(ctx, actionTimeout)
 	switch s.Action {
 	case Failover:
-		err = failover(ctx, r.cfg.Redis, s.target)
+		err = failover(sendCtx, r.cfg.Redis, s.target)
 	case Evict:
-		err = evict(ctx, r.cfg.Kube, s.target, false)
+		err = evict(sendCtx, r.cfg.Kube, s.target, false)
 	}
+	cancel()
 	if err != nil {
 		r.total.WithLabelValues(string(s.Action), OutcomeFailed).Inc()
 		r.fail(st, now, fmt.Sprintf("%s of %s failed: %v", s.Action, s.Target, err), s.target)
@@ -366,7 +380,7 @@ func (r *Repairer) save(ctx context.Context, st *state, what string) {
 func (r *Repairer) announcePlans(ctx context.Context, p *planner, report audit.Report, st *state, now time.Time) {
 	seen := map[string]bool{}
 	for i, v := range report.Violations {
-		if i == r.cfg.MaxSteps {
+		if i == r.cfg.MaxSteps || ctx.Err() != nil {
 			break
 		}
 		s := p.plan(ctx, v)
@@ -438,6 +452,10 @@ func (r *Repairer) event(pod *placement.Pod, eventType, reason string, action Ac
 	r.cfg.Recorder.Eventf(&corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
 		nil, eventType, reason, "Repair/"+string(action), "%s", note)
 }
+
+// actionTimeout bounds the sending of one action (the command or the
+// eviction, not its effect, which --repair-timeout bounds).
+const actionTimeout = 10 * time.Second
 
 // maxNote is the API server's limit on an Event's note, in bytes.
 const maxNote = 1024
