@@ -297,3 +297,24 @@ func TestTarpitRedisBoundsThePass(t *testing.T) {
 		t.Errorf("no RepairPlanned event saying Redis does not answer; events: %v", f.recorder.events)
 	}
 }
+
+// One namespace's crowd of violations is told ten plans a pass, the rest
+// by the passes after.
+func TestPlansCappedPerNamespace(t *testing.T) {
+	var objs []runtime.Object
+	for i := range 20 {
+		name := fmt.Sprintf("node-%d", i)
+		objs = append(objs, node(name), esData(fmt.Sprintf("es-data-%d-a", i), name), esData(fmt.Sprintf("es-data-%d-b", i), name))
+	}
+	f := newFixture(t, objs...)
+	r := f.repairer(t, Plan)
+	for pass, want := range []float64{eventsPerNamespace, 2 * eventsPerNamespace, 2 * eventsPerNamespace} {
+		f.pass(t, r)
+		if got := count(r, None, OutcomeRefused); got != want {
+			t.Errorf("after pass %d: %v plans told, want %v", pass+1, got, want)
+		}
+	}
+	if n := len(f.recorder.events); n != 2*2*eventsPerNamespace {
+		t.Errorf("%d Events, want %d (two per plan, each plan once)", n, 2*2*eventsPerNamespace)
+	}
+}

@@ -253,7 +253,7 @@ func (r *Repairer) holdReason(st *state, s Step, now time.Time) string {
 // start plans the violations in order and starts the first repair that
 // may act.
 func (r *Repairer) start(ctx, actCtx context.Context, p *planner, report audit.Report, st *state, now time.Time) {
-	seen := map[string]bool{}
+	seen := newTold()
 	for i, v := range report.Violations {
 		if i == r.cfg.MaxSteps || ctx.Err() != nil {
 			break
@@ -378,7 +378,7 @@ func (r *Repairer) save(ctx context.Context, st *state, what string) {
 
 // announcePlans plans every violation and tells each plan once.
 func (r *Repairer) announcePlans(ctx context.Context, p *planner, report audit.Report, st *state, now time.Time) {
-	seen := map[string]bool{}
+	seen := newTold()
 	for i, v := range report.Violations {
 		if i == r.cfg.MaxSteps || ctx.Err() != nil {
 			break
@@ -396,14 +396,20 @@ func (r *Repairer) announcePlans(ctx context.Context, p *planner, report audit.R
 
 // announce logs, counts and tells s by an Event on its pods, once while it
 // stays the same.
-func (r *Repairer) announce(p *planner, s Step, seen map[string]bool) {
+func (r *Repairer) announce(p *planner, s Step, seen *told) {
 	// Keyed without the reason, which may change by the pass (a lag in
 	// bytes): a plan is told again when its action or target changes.
 	key := strings.Join([]string{s.Violation.Rule, strings.Join(s.Violation.Pods, ","), string(s.Action), s.Target}, "|")
-	seen[key] = true
+	seen.keys[key] = true
 	if r.announced[key] {
 		return
 	}
+	// Within the caps only; a plan left out is told by a later pass.
+	if seen.events >= eventsPerPass || seen.byNamespace[s.Violation.Namespace] >= eventsPerNamespace {
+		return
+	}
+	seen.events++
+	seen.byNamespace[s.Violation.Namespace]++
 	r.announced[key] = true
 	outcome := OutcomePlanned
 	if s.Action == None {
@@ -427,10 +433,28 @@ func (r *Repairer) announce(p *planner, s Step, seen map[string]bool) {
 	}
 }
 
+// told is what one pass announced: the plans it saw, and the Events of
+// plans it recorded, in all and by namespace.
+type told struct {
+	keys        map[string]bool
+	events      int
+	byNamespace map[string]int
+}
+
+func newTold() *told { return &told{keys: map[string]bool{}, byNamespace: map[string]int{}} }
+
+// Caps on the plans one pass announces (two Events each), so that one
+// tenant's crowd of violations never floods the API server or its own
+// namespace's Events.
+const (
+	eventsPerPass      = 50
+	eventsPerNamespace = 10
+)
+
 // forgetExcept keeps, of the steps announced, those seen in this pass.
-func (r *Repairer) forgetExcept(seen map[string]bool) {
+func (r *Repairer) forgetExcept(seen *told) {
 	for k := range r.announced {
-		if !seen[k] {
+		if !seen.keys[k] {
 			delete(r.announced, k)
 		}
 	}
