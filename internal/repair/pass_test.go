@@ -318,3 +318,29 @@ func TestPlansCappedPerNamespace(t *testing.T) {
 		t.Errorf("%d Events, want %d (two per plan, each plan once)", n, 2*2*eventsPerNamespace)
 	}
 }
+
+// Plan mode makes a lasting violation's plan again only every replanEvery:
+// its API reads and dry runs are not spent each pass.
+func TestPlanModeReplansLastingViolationsRarely(t *testing.T) {
+	f := newFixture(t, esData("es-data-0", "node-1"), esData("es-data-1", "node-1"),
+		pdb(map[string]string{"app.kubernetes.io/name": "elasticsearch"}), node("node-1"))
+	r := f.repairer(t, Plan)
+	for _, step := range []struct {
+		after      time.Duration
+		wantDryRun int
+	}{
+		{0, 1},
+		{time.Minute, 1},
+		{2 * time.Minute, 1},
+		{replanEvery, 2},
+	} {
+		f.now = f.now.Add(step.after)
+		f.pass(t, r)
+		if _, dryRuns := f.evictions(); len(dryRuns) != step.wantDryRun {
+			t.Errorf("%s later: %d dry-run evictions, want %d", step.after, len(dryRuns), step.wantDryRun)
+		}
+	}
+	if got := count(r, Evict, OutcomePlanned); got != 1 {
+		t.Errorf("planned = %v, want 1: a lasting plan is told once", got)
+	}
+}

@@ -78,6 +78,11 @@ type Repairer struct {
 	// roles holds each cluster's role labels of the last pass, to see
 	// failovers between passes.
 	roles map[string]map[string]string
+	// plans holds, in plan mode, each lasting violation's last plan, made
+	// again only after replanEvery: planning costs API reads and Redis
+	// probes, which a violation that lasts for days must not spend each
+	// pass from the budget the role labels need.
+	plans map[string]lastPlan
 }
 
 // New checks cfg and registers the metric.
@@ -119,6 +124,7 @@ func New(cfg Config) (*Repairer, error) {
 		}, []string{"action", "outcome"}),
 		announced: map[string]bool{},
 		roles:     map[string]map[string]string{},
+		plans:     map[string]lastPlan{},
 	}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(r.total); err != nil {
@@ -379,9 +385,16 @@ func (r *Repairer) save(ctx context.Context, st *state, what string) {
 // announcePlans plans every violation and tells each plan once.
 func (r *Repairer) announcePlans(ctx context.Context, p *planner, report audit.Report, st *state, now time.Time) {
 	seen := newTold()
+	plans := make(map[string]lastPlan, len(r.plans))
 	for i, v := range report.Violations {
 		if i == r.cfg.MaxSteps || ctx.Err() != nil {
 			break
+		}
+		vk := violationKey(v)
+		if last, ok := r.plans[vk]; ok && now.Sub(last.at) < replanEvery && r.announced[last.key] {
+			seen.keys[last.key] = true
+			plans[vk] = last
+			continue
 		}
 		s := p.plan(ctx, v)
 		if s.Action != None {
@@ -390,16 +403,36 @@ func (r *Repairer) announcePlans(ctx context.Context, p *planner, report audit.R
 			}
 		}
 		r.announce(p, s, seen)
+		plans[vk] = lastPlan{at: now, key: planKey(s)}
 	}
+	r.plans = plans
 	r.forgetExcept(seen)
+}
+
+// replanEvery is how long plan mode keeps a lasting violation's plan.
+const replanEvery = 5 * time.Minute
+
+// lastPlan is a violation's plan as plan mode last made it.
+type lastPlan struct {
+	at  time.Time
+	key string // planKey
+}
+
+func violationKey(v audit.Violation) string {
+	return v.Rule + "|" + strings.Join(v.Pods, ",")
+}
+
+// planKey names a plan: its violation, action and target, without the
+// reason, which may change by the pass (a lag in bytes).
+func planKey(s Step) string {
+	return violationKey(s.Violation) + "|" + string(s.Action) + "|" + s.Target
 }
 
 // announce logs, counts and tells s by an Event on its pods, once while it
 // stays the same.
 func (r *Repairer) announce(p *planner, s Step, seen *told) {
-	// Keyed without the reason, which may change by the pass (a lag in
-	// bytes): a plan is told again when its action or target changes.
-	key := strings.Join([]string{s.Violation.Rule, strings.Join(s.Violation.Pods, ","), string(s.Action), s.Target}, "|")
+	// A plan is told again when its action or target changes.
+	key := planKey(s)
 	seen.keys[key] = true
 	if r.announced[key] {
 		return
