@@ -344,3 +344,44 @@ func TestPlanModeReplansLastingViolationsRarely(t *testing.T) {
 		t.Errorf("planned = %v, want 1: a lasting plan is told once", got)
 	}
 }
+
+// A change of role between two passes is a failover of every cluster the
+// pod belongs to; the first pass, and a pass with the roles unchanged,
+// see none.
+func TestSeeFailovers(t *testing.T) {
+	master, replica := bitnamiCluster("s-0", "master", "slot-0"), bitnamiCluster("s-1", "replica", "slot-0")
+	replica.Spec.NodeName = "node-2"
+	f := newFixture(t, master, replica, node("node-1"), node("node-2"))
+	r := f.repairer(t, On)
+	pol := r.cfg.Policies()
+	see := func() (bool, *state) {
+		st := &state{}
+		return r.seeFailovers(newPlanner(pol, f.cache, nil, f.client, 0), st, f.now), st
+	}
+	if changed, _ := see(); changed {
+		t.Error("the first pass saw a failover")
+	}
+	if changed, _ := see(); changed {
+		t.Error("a pass with the same roles saw a failover")
+	}
+	master.Labels["regosched.io/role"], replica.Labels["regosched.io/role"] = "replica", "master"
+	for _, p := range []*corev1.Pod{master, replica} {
+		if _, err := f.client.CoreV1().Pods(p.Namespace).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if p, ok := f.cache.PodByUID(replica.UID); ok {
+			if role, _ := p.Labels.Get("regosched.io/role"); role == "master" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cache did not see the new roles")
+		}
+	}
+	changed, st := see()
+	if want := map[string]time.Time{"bitnami-redis-cluster/cache/sessions": f.now}; !changed || !cmp.Equal(want, st.Failovers) {
+		t.Errorf("after the roles swapped: changed %v, failovers %v; want true, %v", changed, st.Failovers, want)
+	}
+}

@@ -50,9 +50,12 @@ type Step struct {
 
 // planner plans the steps of one pass.
 type planner struct {
-	pol    *policy.Policy
-	cache  audit.Placements
-	byName map[string]placement.Indexed
+	pol   *policy.Policy
+	cache audit.Placements
+	// indexed is the cache's placed pods as the pass found them; byName
+	// indexes them by namespace/name once a violation needs it.
+	indexed []placement.Indexed
+	byName  map[string]placement.Indexed
 	// live are the policy's live role labels; liveOK is false when it
 	// reads no role live.
 	live   policy.LiveLabels
@@ -68,12 +71,21 @@ type planner struct {
 
 func newPlanner(pol *policy.Policy, cache audit.Placements, r Redis, kube kubernetes.Interface, maxLag int64) *planner {
 	p := &planner{pol: pol, cache: cache, redis: r, kube: kube, maxLag: maxLag,
-		byName: map[string]placement.Indexed{}, pdbs: map[string][]policyv1.PodDisruptionBudget{}}
-	for _, x := range cache.Indexed() {
-		p.byName[x.Pod.Key()] = x
-	}
+		indexed: cache.Indexed(), pdbs: map[string][]policyv1.PodDisruptionBudget{}}
 	p.live, p.liveOK = pol.LiveLabels()
 	return p
+}
+
+// placed returns the placed pod namespace/name with its groups.
+func (p *planner) placed(name string) (placement.Indexed, bool) {
+	if p.byName == nil {
+		p.byName = make(map[string]placement.Indexed, len(p.indexed))
+		for _, x := range p.indexed {
+			p.byName[x.Pod.Key()] = x
+		}
+	}
+	x, ok := p.byName[name]
+	return x, ok
 }
 
 func none(s Step, format string, args ...any) Step {
@@ -87,8 +99,8 @@ func (p *planner) plan(ctx context.Context, v audit.Violation) Step {
 	if len(v.Pods) != 2 {
 		return none(s, "the violation names %d pods, not two", len(v.Pods))
 	}
-	a, okA := p.byName[v.Pods[0]]
-	b, okB := p.byName[v.Pods[1]]
+	a, okA := p.placed(v.Pods[0])
+	b, okB := p.placed(v.Pods[1])
 	if !okA || !okB {
 		return none(s, "a pod of the violation is no longer placed: the next audit pass tells")
 	}
@@ -256,7 +268,7 @@ func (p *planner) planFailover(ctx context.Context, s Step, m1, m2 *placement.Po
 // replicasOf returns the placed replicas of shard in cluster, by name.
 func (p *planner) replicasOf(cluster, shard string) []*placement.Pod {
 	var out []*placement.Pod
-	for _, x := range p.byName {
+	for _, x := range p.indexed {
 		if x.Pod.Node == "" || !slices.Contains(x.Keys, cluster) {
 			continue
 		}

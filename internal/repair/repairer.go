@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 
@@ -75,9 +76,10 @@ type Repairer struct {
 	// announced holds the steps told by Event and counted, by violation
 	// and plan, so that a lasting plan is told once.
 	announced map[string]bool
-	// roles holds each cluster's role labels of the last pass, to see
-	// failovers between passes.
-	roles map[string]map[string]string
+	// roles holds each pod's role labels of the last pass, to see
+	// failovers between passes; generation counts the passes.
+	roles      map[types.UID]seenRole
+	generation uint64
 	// plans holds, in plan mode, each lasting violation's last plan, made
 	// again only after replanEvery: planning costs API reads and Redis
 	// probes, which a violation that lasts for days must not spend each
@@ -123,7 +125,7 @@ func New(cfg Config) (*Repairer, error) {
 			Help: "Repairs of placement violations, by action (failover, evict, none) and outcome: planned and refused (a plan first seen, with or without an action), started (the action was sent), repaired (its violation cleared), failed (the action failed or the violation outlived --repair-timeout).",
 		}, []string{"action", "outcome"}),
 		announced: map[string]bool{},
-		roles:     map[string]map[string]string{},
+		roles:     map[types.UID]seenRole{},
 		plans:     map[string]lastPlan{},
 	}
 	if cfg.Registerer != nil {
@@ -199,43 +201,44 @@ func (r *Repairer) Pass(ctx context.Context, report audit.Report) {
 }
 
 // seeFailovers records, in st, the clusters whose role labels changed
-// since the last pass; it reports whether any did.
+// since the last pass; it reports whether any did. It walks every placed
+// pod, so it keeps one entry per pod across passes and allocates nothing
+// for a pod whose role stayed.
 func (r *Repairer) seeFailovers(p *planner, st *state, now time.Time) bool {
 	if !p.liveOK {
 		return false
 	}
-	roles := map[string]map[string]string{}
-	for _, x := range p.byName {
+	r.generation++
+	changed := false
+	for _, x := range p.indexed {
 		role, shard := p.roleOf(x.Pod)
 		if role == "" {
 			continue
 		}
-		for _, k := range x.Keys {
-			if roles[k] == nil {
-				roles[k] = map[string]string{}
+		cur := seenRole{role: role, shard: shard, generation: r.generation}
+		if prev, ok := r.roles[x.Pod.UID]; ok && (prev.role != role || prev.shard != shard) {
+			if st.Failovers == nil {
+				st.Failovers = map[string]time.Time{}
 			}
-			roles[k][x.Pod.Key()] = role + "/" + shard
-		}
-	}
-	changed := false
-	for k, now0 := range roles {
-		before, ok := r.roles[k]
-		if !ok {
-			continue
-		}
-		for pod, role := range now0 {
-			if was, ok := before[pod]; ok && was != role {
-				if st.Failovers == nil {
-					st.Failovers = map[string]time.Time{}
-				}
+			for _, k := range x.Keys {
 				st.Failovers[k] = now
-				changed = true
-				break
 			}
+			changed = true
+		}
+		r.roles[x.Pod.UID] = cur
+	}
+	for uid, s := range r.roles {
+		if s.generation != r.generation {
+			delete(r.roles, uid) // gone, or no longer labelled
 		}
 	}
-	r.roles = roles
 	return changed
+}
+
+// seenRole is a pod's role labels as a pass saw them.
+type seenRole struct {
+	role, shard string
+	generation  uint64
 }
 
 // holdReason says why no action may start in cluster now, or "".
@@ -459,7 +462,7 @@ func (r *Repairer) announce(p *planner, s Step, seen *told) {
 	for _, name := range s.Violation.Pods {
 		ns, n, _ := strings.Cut(name, "/")
 		pod := &placement.Pod{Namespace: ns, Name: n}
-		if x, ok := p.byName[name]; ok {
+		if x, ok := p.placed(name); ok {
 			pod = x.Pod
 		}
 		r.event(pod, corev1.EventTypeNormal, ReasonPlanned, s.Action, "%s", note)
