@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/regosched/regosched/test/localredis"
 	ls "github.com/regosched/regosched/test/localstack"
@@ -38,18 +39,24 @@ func bitnamiClusterPod(ns, name string, port int) *corev1.Pod {
 	return ls.BitnamiClusterPod(ns, name, port)
 }
 
-// running reports pod as running at 127.0.0.1, as a kubelet would.
+// running reports pod as running at 127.0.0.1, as a kubelet would. A
+// pod recreated under a remembered name is relabelled by regosched at
+// once, which can come between the read and the update: read again then.
 func running(t *testing.T, ctx context.Context, ns, name string) {
 	t.Helper()
 	pods := stack.Client().CoreV1().Pods(ns)
-	p, err := pods.Get(ctx, name, metav1.GetOptions{})
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		p.Status.Phase = corev1.PodRunning
+		p.Status.PodIP = "127.0.0.1"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "127.0.0.1"}}
+		_, err = pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	p.Status.Phase = corev1.PodRunning
-	p.Status.PodIP = "127.0.0.1"
-	p.Status.PodIPs = []corev1.PodIP{{IP: "127.0.0.1"}}
-	if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("reporting %s running: %v", name, err)
 	}
 }

@@ -463,3 +463,94 @@ func TestRepairLeaderKilledMidRepair(t *testing.T) {
 	}
 	readKeys(t, ctx, sc.keys)
 }
+
+// A Redis master beside its own replica (Bitnami's redis chart with
+// Sentinel, real replication): the replica is evicted through the real
+// API server's Eviction API, after a dry run, and the master stays, with
+// its data.
+func TestRepairEvictsTheReplicaBesideItsMaster(t *testing.T) {
+	const ns = "e2e-repair-evict"
+	ctx := setup(t, ns)
+	n := nodes(t, ctx, 1)
+	rep, err := localredis.StartReplication(ctx, localredis.Options{Dir: t.TempDir()}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rep.Stop()
+	masterPort, replicaPort := rep.Ports()[0], rep.Ports()[1]
+	data := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(masterPort)})
+	defer data.Close()
+	if err := data.Set(ctx, "order:1", "paid", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pod := func(name string, port int) *corev1.Pod {
+		p := bitnamiClusterPod(ns, name, port)
+		p.Labels = map[string]string{
+			"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache",
+			"app.kubernetes.io/component": "node", "statefulset.kubernetes.io/pod-name": name,
+		}
+		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "redis", ContainerPort: int32(port)}}
+		return p
+	}
+	// Names of this run only: Events, and roles remembered by name, would
+	// outlive it into a run with -count.
+	run := "repair-evict-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	masterPod, replicaPod := run+"-0", run+"-1"
+	// Both on one node: placed before a rule existed, say.
+	bind(t, ctx, pod(masterPod, masterPort), n[0])
+	bind(t, ctx, pod(replicaPod, replicaPort), n[0])
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, roleWait, true, func(ctx context.Context) (bool, error) {
+		got, err := roleLabels(ctx, ns)
+		return err == nil && got[masterPod] == "master/" && got[replicaPod] == "replica/", nil
+	})
+	if err != nil {
+		t.Fatal("the role labels never matched Redis")
+	}
+
+	listen, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := stack.StartReplicaAt(ctx, run, listen,
+		"--redis-roles", "--redis-roles-interval=1s", "--audit-interval=2s", "--repair=on",
+		"--leader-elect-namespace="+ns, "--redis-roles-configmap=", "--repair-configmap="+run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("end of the repairing replica's log:\n%s", r.LogTail(60))
+		}
+	})
+
+	// The eviction marks the replica for deletion; a kubelet would then
+	// stop it and the pod would go, which localstack.RemoveTerminating does here.
+	// Until then it still stands on its node, and the repair waits.
+	pods := stack.Client().CoreV1().Pods(ns)
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, repairWait, true, func(ctx context.Context) (bool, error) {
+		p, err := pods.Get(ctx, replicaPod, metav1.GetOptions{})
+		return err != nil || p.DeletionTimestamp != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the replica beside its master was not evicted within %s", repairWait)
+	}
+	if _, err := localstack.RemoveTerminating(ctx, stack.Client(), ns); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := pods.Get(ctx, masterPod, metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
+		t.Errorf("the master pod: %v, deleting %v; want it untouched", err, p.GetDeletionTimestamp())
+	}
+	if !hasEvent(ctx, ns, replicaPod, corev1.EventTypeNormal, "Repaired", "evict of "+ns+"/"+replicaPod+" cleared") {
+		t.Error("no Repaired event on the evicted replica")
+	}
+	if v, err := data.Get(ctx, "order:1").Result(); err != nil || v != "paid" {
+		t.Errorf("the master's data: %q, %v; want paid", v, err)
+	}
+	sample := `regosched_repairs_total{action="evict",outcome="repaired"}`
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, roleWait, true, func(ctx context.Context) (bool, error) {
+		return metricValue(t, ctx, r.BaseURL, sample) == 1, nil
+	}); err != nil {
+		t.Errorf("%s = %v, want 1", sample, metricValue(t, ctx, r.BaseURL, sample))
+	}
+}
