@@ -20,9 +20,9 @@ const (
 	// DefaultEventsPerNamespace caps them per namespace when
 	// Config.EventsPerNamespace is 0.
 	DefaultEventsPerNamespace = 20
-	// maxNote is the API server's limit on an Event's note, in bytes: a
+	// MaxNote is the API server's limit on an Event's note, in bytes: a
 	// longer one is rejected, and the Event lost.
-	maxNote = 1024
+	MaxNote = 1024
 	// maxPeersListed bounds the peers one note names; the rest are counted.
 	maxPeersListed = 10
 )
@@ -97,7 +97,7 @@ func (a *Auditor) announce(all []collected, skipped []string) {
 		recorded++
 		perNamespace[ns]++
 		first := n.sortEntries()
-		a.recorder.Eventf(ref(n.pod), ref(first.peer), corev1.EventTypeWarning, EventReason, EventAction(first.rule), "%s", n.note())
+		a.recorder.Eventf(PodRef(n.pod), PodRef(first.peer), corev1.EventTypeWarning, EventReason, EventAction(first.rule), "%s", n.note())
 		for _, e := range n.entries {
 			told[side{rule: e.rule, pod: n.pod.Key(), peer: e.peer.Key()}] = true
 		}
@@ -123,7 +123,7 @@ func (n *news) sortEntries() newsEntry {
 
 // note is the message of n's Event. One violation reads as it always has,
 // with the rule's reason; several list the rules and the peers, at most
-// maxPeersListed and within maxNote bytes, then how many are left out.
+// maxPeersListed and within MaxNote bytes, then how many are left out.
 func (n *news) note() string {
 	if len(n.entries) == 1 {
 		e := n.entries[0]
@@ -131,7 +131,7 @@ func (n *news) note() string {
 		if e.reason != "" {
 			note += ": " + e.reason
 		}
-		return truncate(note, maxNote)
+		return Truncate(note, MaxNote)
 	}
 	var rules []string
 	peers := map[string]bool{}
@@ -162,7 +162,7 @@ func (n *news) note() string {
 		case n.entries[i-1].rule != e.rule:
 			sep = "; "
 		}
-		if listed == maxPeersListed || b.Len()+len(sep)+len(item)+room > maxNote {
+		if listed == maxPeersListed || b.Len()+len(sep)+len(item)+room > MaxNote {
 			break
 		}
 		b.WriteString(sep + item)
@@ -171,11 +171,11 @@ func (n *news) note() string {
 	if rest := len(n.entries) - listed; rest > 0 {
 		fmt.Fprintf(&b, " and %d more", rest)
 	}
-	return truncate(b.String(), maxNote)
+	return Truncate(b.String(), MaxNote)
 }
 
-// truncate cuts s to at most limit bytes, on a rune boundary.
-func truncate(s string, limit int) string {
+// Truncate cuts s to at most limit bytes, on a rune boundary.
+func Truncate(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}
@@ -185,7 +185,8 @@ func truncate(s string, limit int) string {
 	return s[:limit]
 }
 
-// ref is the object reference of a cached pod, which keeps no full object.
-func ref(p *placement.Pod) *corev1.ObjectReference {
+// PodRef is the object reference of a cached pod, which keeps no full
+// object, for the Events about it.
+func PodRef(p *placement.Pod) *corev1.ObjectReference {
 	return &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name, UID: p.UID}
 }

@@ -173,8 +173,8 @@ func TestEventNoteFitsTheAPIServer(t *testing.T) {
 	for name, n := range map[string]*news{"one violation with a long reason": one, "many long names": many} {
 		t.Run(name, func(t *testing.T) {
 			note := n.note()
-			if len(note) > maxNote {
-				t.Errorf("note of %d bytes, over %d", len(note), maxNote)
+			if len(note) > MaxNote {
+				t.Errorf("note of %d bytes, over %d", len(note), MaxNote)
 			}
 			if !strings.HasPrefix(note, "hard placement rule r is broken on node node-1 by this pod and ") {
 				t.Errorf("note = %q", note)

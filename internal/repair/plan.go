@@ -171,20 +171,18 @@ func (p *planner) planRedis(ctx context.Context, s Step, a, b *placement.Pod) St
 	case roleA == redisroles.Replica && roleB == redisroles.Replica:
 		return none(s, "both pods are replicas: regosched repairs masters placed together and masters beside their own replicas")
 	}
-	m, r := a, b
+	m, r, shardM, shardR := a, b, shardA, shardB
 	if roleA == redisroles.Replica {
-		m, r = b, a
+		m, r, shardM, shardR = b, a, shardB, shardA
 	}
-	_, shardM := p.roleOf(m)
-	_, shardR := p.roleOf(r)
 	if shardM != shardR {
 		return none(s, "replica %s serves another shard (%q) than master %s (%q): no repair of regosched's own", r.Key(), shardR, m.Key(), shardM)
 	}
 	if p.redis != nil {
-		if why := p.confirm(ctx, m, redisroles.Master, shardM); why != "" {
+		if _, why := p.confirm(ctx, m, redisroles.Master, shardM); why != "" {
 			return none(s, "%s", why)
 		}
-		if why := p.confirm(ctx, r, redisroles.Replica, shardR); why != "" {
+		if _, why := p.confirm(ctx, r, redisroles.Replica, shardR); why != "" {
 			return none(s, "%s", why)
 		}
 		s.Checked = true
@@ -194,13 +192,13 @@ func (p *planner) planRedis(ctx context.Context, s Step, a, b *placement.Pod) St
 }
 
 // confirm asks pod's Redis whether it has role and shard now; it returns
-// why not, or "".
-func (p *planner) confirm(ctx context.Context, pod *placement.Pod, role, shard string) string {
+// what Redis said, and why not, or "".
+func (p *planner) confirm(ctx context.Context, pod *placement.Pod, role, shard string) (live, string) {
 	l, err := ask(ctx, p.redis, pod)
 	if err != nil {
-		return fmt.Sprintf("Redis of %s does not answer (%v): regosched does not act on uncertain answers", pod.Key(), err)
+		return live{}, fmt.Sprintf("Redis of %s does not answer (%v): regosched does not act on uncertain answers", pod.Key(), err)
 	}
-	return behind(pod, l, role, shard)
+	return l, behind(pod, l, role, shard)
 }
 
 // behind says how the labels of pod are behind what Redis said, or "".
@@ -216,31 +214,21 @@ func behind(pod *placement.Pod, l live, role, shard string) string {
 // stands elsewhere, is in sync, and can be master there without breaking a
 // hard rule.
 func (p *planner) planFailover(ctx context.Context, s Step, m1, m2 *placement.Pod) Step {
-	var refusals []string
-	var lm1, lm2 live
+	masters := [2]*placement.Pod{m1, m2}
+	var said [2]live // what each master's Redis says, when asked
 	if p.redis != nil {
-		var err error
-		if lm1, err = ask(ctx, p.redis, m1); err != nil {
-			return none(s, "Redis of %s does not answer (%v): regosched does not act on uncertain answers", m1.Key(), err)
-		}
-		if lm2, err = ask(ctx, p.redis, m2); err != nil {
-			return none(s, "Redis of %s does not answer (%v): regosched does not act on uncertain answers", m2.Key(), err)
-		}
-		for _, x := range []struct {
-			pod *placement.Pod
-			l   live
-		}{{m1, lm1}, {m2, lm2}} {
-			_, shard := p.roleOf(x.pod)
-			if why := behind(x.pod, x.l, redisroles.Master, shard); why != "" {
+		for i, m := range masters {
+			_, shard := p.roleOf(m)
+			l, why := p.confirm(ctx, m, redisroles.Master, shard)
+			if why != "" {
 				return none(s, "%s", why)
 			}
+			said[i] = l
 		}
 	}
-	for i, m := range []*placement.Pod{m1, m2} {
-		other, lm := m2, lm1
-		if i == 1 {
-			other, lm = m1, lm2
-		}
+	var refusals []string
+	for i, m := range masters {
+		other, lm := masters[1-i], said[i]
 		_, shard := p.roleOf(m)
 		replicas := p.replicasOf(s.Cluster, shard)
 		if len(replicas) == 0 {

@@ -47,7 +47,8 @@ func (i info) int(key string) (int64, bool) {
 type live struct {
 	role        redisroles.Observation
 	replication info
-	cluster     info
+	// cluster is CLUSTER INFO; empty outside cluster mode.
+	cluster info
 	// nodeTimeout is its cluster-node-timeout; 0 when CONFIG GET is
 	// refused (renamed or forbidden by ACL).
 	nodeTimeout time.Duration
@@ -72,7 +73,8 @@ func (l live) voteWindow() time.Duration {
 	return 2*t + time.Second
 }
 
-// ask reads the role, INFO replication and INFO cluster of one pod's Redis.
+// ask reads the role, INFO replication and, in cluster mode, CLUSTER INFO
+// and cluster-node-timeout of one pod's Redis.
 func ask(ctx context.Context, r Redis, p *placement.Pod) (live, error) {
 	c, err := r.Dial(ctx, p.Namespace, p.Name, p.UID)
 	if err != nil {
@@ -87,20 +89,15 @@ func ask(ctx context.Context, r Redis, p *placement.Pod) (live, error) {
 	if err != nil {
 		return live{}, fmt.Errorf("INFO replication of %s: %w", p.Key(), err)
 	}
-	cl, err := c.Info(ctx, "cluster").Result()
-	if err != nil {
-		return live{}, fmt.Errorf("INFO cluster of %s: %w", p.Key(), err)
-	}
-	l := live{role: obs, replication: parseInfo(repl), cluster: parseInfo(cl)}
+	l := live{role: obs, replication: parseInfo(repl), cluster: info{}}
+	// Probe has read INFO cluster already: a shard means cluster mode, whose
+	// state and slot coverage are in CLUSTER INFO.
 	if obs.Shard != "" {
-		// cluster_state and slot coverage are in CLUSTER INFO, not INFO.
 		ci, err := c.ClusterInfo(ctx).Result()
 		if err != nil {
 			return live{}, fmt.Errorf("CLUSTER INFO of %s: %w", p.Key(), err)
 		}
-		for k, v := range parseInfo(ci) {
-			l.cluster[k] = v
-		}
+		l.cluster = parseInfo(ci)
 		if kv, err := c.ConfigGet(ctx, "cluster-node-timeout").Result(); err == nil {
 			// A server's word, bounded: a hostile one delays only its own
 			// cluster's repairs, and by an hour at most.

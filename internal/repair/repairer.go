@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
@@ -217,11 +216,8 @@ func (r *Repairer) seeFailovers(p *planner, st *state, now time.Time) bool {
 		}
 		cur := seenRole{role: role, shard: shard, generation: r.generation}
 		if prev, ok := r.roles[x.Pod.UID]; ok && (prev.role != role || prev.shard != shard) {
-			if st.Failovers == nil {
-				st.Failovers = map[string]time.Time{}
-			}
 			for _, k := range x.Keys {
-				st.Failovers[k] = now
+				st.rolesChanged(k, now)
 			}
 			changed = true
 		}
@@ -293,10 +289,7 @@ func (r *Repairer) act(ctx context.Context, s Step, st *state, now time.Time) {
 	st.InFlight = &inFlight{Cluster: s.Cluster, Action: s.Action, Target: s.Target, TargetUID: s.target.UID,
 		Violation: violationRecord{Rule: s.Violation.Rule, Pods: s.Violation.Pods}, Started: now}
 	if s.Action == Failover {
-		if st.Failovers == nil {
-			st.Failovers = map[string]time.Time{}
-		}
-		st.Failovers[s.Cluster] = now
+		st.rolesChanged(s.Cluster, now)
 	}
 	// Written before the action: a leader that dies after sending it
 	// leaves a record, and its successor never sends it again.
@@ -316,7 +309,6 @@ func (r *Repairer) act(ctx context.Context, s Step, st *state, now time.Time) {
 	}
 	cancel()
 	if err != nil {
-		r.total.WithLabelValues(string(s.Action), OutcomeFailed).Inc()
 		r.fail(st, now, fmt.Sprintf("%s of %s failed: %v", s.Action, s.Target, err), s.target)
 		r.save(ctx, st, "a failed repair")
 		return
@@ -328,7 +320,7 @@ func (r *Repairer) act(ctx context.Context, s Step, st *state, now time.Time) {
 // the repair ended (st changed).
 func (r *Repairer) follow(st *state, report audit.Report, now time.Time) bool {
 	f := st.InFlight
-	target := r.targetPod(f)
+	target := f.target()
 	log := r.cfg.Log.WithFields(logrus.Fields{"action": f.Action, "target": f.Target, "cluster": f.Cluster})
 	cleared := !slices.ContainsFunc(report.Violations, func(v audit.Violation) bool {
 		return v.Rule == f.Violation.Rule && slices.Equal(v.Pods, f.Violation.Pods)
@@ -345,7 +337,6 @@ func (r *Repairer) follow(st *state, report audit.Report, now time.Time) bool {
 		st.InFlight = nil
 		return true
 	case now.Sub(f.Started) > r.cfg.Timeout:
-		r.total.WithLabelValues(string(f.Action), OutcomeFailed).Inc()
 		r.fail(st, now, fmt.Sprintf("the violation of %s between %s outlived the %s timeout after %s of %s",
 			f.Violation.Rule, strings.Join(f.Violation.Pods, " and "), r.cfg.Timeout, f.Action, f.Target), target)
 		return true
@@ -354,16 +345,11 @@ func (r *Repairer) follow(st *state, report audit.Report, now time.Time) bool {
 	return false
 }
 
-// targetPod is the cached pod of the repair in flight, or a reference to
-// it by name when it is gone (evicted).
-func (r *Repairer) targetPod(f *inFlight) *placement.Pod {
-	ns, name, _ := strings.Cut(f.Target, "/")
-	return &placement.Pod{Namespace: ns, Name: name, UID: f.TargetUID}
-}
-
-// fail ends the repair in flight as failed, and backs its cluster off.
+// fail ends the repair in flight as failed, counts and tells it, and
+// backs its cluster off.
 func (r *Repairer) fail(st *state, now time.Time, why string, target *placement.Pod) {
 	f := st.InFlight
+	r.total.WithLabelValues(string(f.Action), OutcomeFailed).Inc()
 	r.cfg.Log.WithFields(logrus.Fields{"cluster": f.Cluster, "target": f.Target}).Warn("repair failed: " + why)
 	r.event(target, corev1.EventTypeWarning, ReasonFailed, f.Action, "%s", why)
 	st.Done = append(st.Done, record{Cluster: f.Cluster, Action: f.Action, Target: f.Target, Outcome: OutcomeFailed, Started: f.Started, Ended: now})
@@ -502,20 +488,12 @@ func (r *Repairer) event(pod *placement.Pod, eventType, reason string, action Ac
 		return
 	}
 	note := fmt.Sprintf(format, args...)
-	if len(note) > maxNote {
-		cut := maxNote - len("...")
-		for cut > 0 && !utf8.RuneStart(note[cut]) {
-			cut--
-		}
-		note = note[:cut] + "..."
+	if len(note) > audit.MaxNote {
+		note = audit.Truncate(note, audit.MaxNote-len("...")) + "..."
 	}
-	r.cfg.Recorder.Eventf(&corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
-		nil, eventType, reason, "Repair/"+string(action), "%s", note)
+	r.cfg.Recorder.Eventf(audit.PodRef(pod), nil, eventType, reason, "Repair/"+string(action), "%s", note)
 }
 
 // actionTimeout bounds the sending of one action (the command or the
 // eviction, not its effect, which --repair-timeout bounds).
 const actionTimeout = 10 * time.Second
-
-// maxNote is the API server's limit on an Event's note, in bytes.
-const maxNote = 1024

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/regosched/regosched/internal/placement"
 )
 
 // state is what the leader keeps of repairs, in a ConfigMap, so that the
@@ -63,6 +66,21 @@ type backoff struct {
 	Failures int       `json:"failures"`
 }
 
+// target is the pod the repair acts on, by name and UID: it may be gone
+// (evicted) by the time the repair is followed up.
+func (f *inFlight) target() *placement.Pod {
+	ns, name, _ := strings.Cut(f.Target, "/")
+	return &placement.Pod{Namespace: ns, Name: name, UID: f.TargetUID}
+}
+
+// rolesChanged records a role change in cluster (seen, or sent) at now.
+func (st *state) rolesChanged(cluster string, now time.Time) {
+	if st.Failovers == nil {
+		st.Failovers = map[string]time.Time{}
+	}
+	st.Failovers[cluster] = now
+}
+
 // maxRecords bounds the history the ConfigMap keeps, whatever the flags.
 const maxRecords = 256
 
@@ -104,7 +122,7 @@ func (s store) save(ctx context.Context, st *state) error {
 	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: s.name, ResourceVersion: st.version,
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "regosched"}},
+			Labels: map[string]string{"app.kubernetes.io/name": "regosched", "app.kubernetes.io/component": "repair"}},
 		Data: map[string]string{stateKey: string(raw)},
 	}
 	var out *corev1.ConfigMap
