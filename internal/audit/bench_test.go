@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/regosched/regosched/internal/placement"
+	"github.com/regosched/regosched/internal/placement/placementtest"
 	"github.com/regosched/regosched/internal/policy"
 )
 
@@ -122,16 +122,7 @@ func benchAuditor(b *testing.B, crowded bool) *Auditor {
 	current := func() *policy.Policy { return pol }
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	cache, err := placement.New(client, policy.Describer(current), log)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	b.Cleanup(func() { cancel(); cache.Shutdown() })
-	cache.Start(ctx)
-	if !cache.WaitForSync(ctx) {
-		b.Fatal("cache did not sync")
-	}
+	cache := placementtest.Start(b, client, policy.Describer(current))
 	a, err := New(Config{Cache: cache, Policies: current, Recorder: &recorder{}, Log: log, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		b.Fatal(err)

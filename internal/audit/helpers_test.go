@@ -19,6 +19,7 @@ import (
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/placement"
+	"github.com/regosched/regosched/internal/placement/placementtest"
 	"github.com/regosched/regosched/internal/policy"
 )
 
@@ -131,16 +132,8 @@ func newFixtureWith(t *testing.T, pol *policy.Policy, objs ...runtime.Object) *f
 	current := func() *policy.Policy { return pol }
 	log, _ := logtest.NewNullLogger()
 	f := &fixture{client: fake.NewClientset(objs...), recorder: &recorder{}, reg: prometheus.NewRegistry()}
+	f.cache = placementtest.Start(t, f.client, policy.Describer(current))
 	var err error
-	if f.cache, err = placement.New(f.client, policy.Describer(current), log); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(func() { cancel(); f.cache.Shutdown() })
-	f.cache.Start(ctx)
-	if !f.cache.WaitForSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
 	f.auditor, err = New(Config{Cache: f.cache, Policies: current, Recorder: f.recorder, Log: log, Registerer: f.reg})
 	if err != nil {
 		t.Fatal(err)

@@ -17,10 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/audit"
-	"github.com/regosched/regosched/internal/bundles"
-	"github.com/regosched/regosched/internal/placement"
+	"github.com/regosched/regosched/internal/placement/placementtest"
 	"github.com/regosched/regosched/internal/policy"
 )
 
@@ -77,23 +75,12 @@ func BenchmarkPass(b *testing.B) {
 	client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, &corev1.PodList{Items: benchPods()}, nil
 	})
-	pol, err := bundles.Options{}.LoadFS(context.Background(), regosched.DefaultPolicy(), "default")
-	if err != nil {
-		b.Fatal(err)
-	}
+	pol := defaultPolicy(b)
 	current := func() *policy.Policy { return pol }
+	cache := placementtest.Start(b, client, policy.Describer(current))
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	cache, err := placement.New(client, policy.Describer(current), log)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	b.Cleanup(func() { cancel(); cache.Shutdown() })
-	cache.Start(ctx)
-	if !cache.WaitForSync(ctx) {
-		b.Fatal("cache did not sync")
-	}
+	ctx := context.Background()
 	r, err := New(Config{Mode: On, Cache: cache, Policies: current, Kube: client, Namespace: "regosched-system",
 		MaxPerHour: 6, Timeout: time.Minute, Log: log, Registerer: prometheus.NewRegistry()})
 	if err != nil {

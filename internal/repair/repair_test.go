@@ -26,6 +26,7 @@ import (
 	"github.com/regosched/regosched/internal/audit"
 	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/placement"
+	"github.com/regosched/regosched/internal/placement/placementtest"
 	"github.com/regosched/regosched/internal/policy"
 )
 
@@ -116,6 +117,7 @@ func TestHoldReason(t *testing.T) {
 // a fake clientset that serves evictions.
 type fixture struct {
 	client   *fake.Clientset
+	policy   *policy.Policy
 	cache    *placement.Cache
 	auditor  *audit.Auditor
 	recorder *recorder
@@ -131,15 +133,22 @@ type fixture struct {
 
 const stateNS = "regosched-system"
 
-func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
-	t.Helper()
+// defaultPolicy is the policy regosched ships.
+func defaultPolicy(tb testing.TB) *policy.Policy {
+	tb.Helper()
 	pol, err := bundles.Options{}.LoadFS(context.Background(), regosched.DefaultPolicy(), "default")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return pol
+}
+
+func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
+	t.Helper()
+	pol := defaultPolicy(t)
 	current := func() *policy.Policy { return pol }
 	log, _ := logtest.NewNullLogger()
-	f := &fixture{client: fake.NewClientset(objs...), recorder: &recorder{}, reg: prometheus.NewRegistry(),
+	f := &fixture{client: fake.NewClientset(objs...), policy: pol, recorder: &recorder{}, reg: prometheus.NewRegistry(),
 		now: time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)}
 	f.client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "eviction" {
@@ -158,15 +167,8 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 		f.evicted = append(f.evicted, e.Namespace+"/"+e.Name)
 		return true, nil, f.client.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, e.Namespace, e.Name)
 	})
-	if f.cache, err = placement.New(f.client, policy.Describer(current), log); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(func() { cancel(); f.cache.Shutdown() })
-	f.cache.Start(ctx)
-	if !f.cache.WaitForSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
+	f.cache = placementtest.Start(t, f.client, policy.Describer(current))
+	var err error
 	if f.auditor, err = audit.New(audit.Config{Cache: f.cache, Policies: current, Log: log}); err != nil {
 		t.Fatal(err)
 	}
@@ -177,8 +179,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 func (f *fixture) repairer(t *testing.T, mode Mode) *Repairer {
 	t.Helper()
 	log, _ := logtest.NewNullLogger()
-	pol, _ := bundles.Options{}.LoadFS(context.Background(), regosched.DefaultPolicy(), "default")
-	r, err := New(Config{Mode: mode, Cache: f.cache, Policies: func() *policy.Policy { return pol }, Kube: f.client,
+	r, err := New(Config{Mode: mode, Cache: f.cache, Policies: func() *policy.Policy { return f.policy }, Kube: f.client,
 		Recorder: f.recorder, Namespace: stateNS, MaxPerHour: 6, Timeout: time.Minute, Cooldown: time.Minute,
 		Log: log, Registerer: f.reg, Now: func() time.Time { return f.now }})
 	if err != nil {
