@@ -29,7 +29,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/regosched/regosched/test/localredis"
 	ls "github.com/regosched/regosched/test/localstack"
@@ -328,28 +327,11 @@ func (sc *scene) place(ctx context.Context) error {
 	for _, p := range ports {
 		pod := ls.BitnamiClusterPod(FailoverNamespace, sc.lay.pod[p], p)
 		pod.Spec.NodeName = sc.lay.node[p]
-		if err := createRunning(ctx, sc.stack.Client(), pod); err != nil {
+		if err := ls.CreateRunning(ctx, sc.stack.Client(), pod); err != nil {
 			return err
 		}
 	}
 	sc.log.WithFields(logrus.Fields{"namespace": FailoverNamespace, "pods": len(ports)}).Info("Redis Cluster pods bound and running")
-	return nil
-}
-
-// createRunning creates pod (bound by its NodeName) and reports it running
-// at 127.0.0.1, as a kubelet would.
-func createRunning(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod) error {
-	pods := client.CoreV1().Pods(pod.Namespace)
-	p, err := pods.Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("creating pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	p.Status.Phase = corev1.PodRunning
-	p.Status.PodIP = "127.0.0.1"
-	p.Status.PodIPs = []corev1.PodIP{{IP: "127.0.0.1"}}
-	if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("reporting %s/%s running: %w", pod.Namespace, pod.Name, err)
-	}
 	return nil
 }
 

@@ -19,7 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/regosched/regosched/test/localredis"
 	ls "github.com/regosched/regosched/test/localstack"
@@ -39,36 +38,21 @@ func bitnamiClusterPod(ns, name string, port int) *corev1.Pod {
 	return ls.BitnamiClusterPod(ns, name, port)
 }
 
-// running reports pod as running at 127.0.0.1, as a kubelet would. A
-// pod recreated under a remembered name is relabelled by regosched at
-// once, which can come between the read and the update: read again then.
+// running reports pod as running at 127.0.0.1, as a kubelet would.
 func running(t *testing.T, ctx context.Context, ns, name string) {
 	t.Helper()
-	pods := stack.Client().CoreV1().Pods(ns)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		p, err := pods.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		p.Status.Phase = corev1.PodRunning
-		p.Status.PodIP = "127.0.0.1"
-		p.Status.PodIPs = []corev1.PodIP{{IP: "127.0.0.1"}}
-		_, err = pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatalf("reporting %s running: %v", name, err)
+	if err := ls.ReportRunning(ctx, stack.Client(), ns, name); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// bind creates pod on node directly: a placement already made.
+// bind creates pod on node directly, running: a placement already made.
 func bind(t *testing.T, ctx context.Context, pod *corev1.Pod, node string) {
 	t.Helper()
 	pod.Spec.NodeName = node
-	if _, err := stack.Client().CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if err := ls.CreateRunning(ctx, stack.Client(), pod); err != nil {
 		t.Fatal(err)
 	}
-	running(t, ctx, pod.Namespace, pod.Name)
 }
 
 // roleLabels reads role/shard of each named pod.

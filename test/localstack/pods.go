@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/bundles"
@@ -62,6 +63,38 @@ func RedisPod(ns, cluster, name, role, shard string) *corev1.Pod {
 		LabelShard:     shard,
 	}
 	return p
+}
+
+// CreateRunning creates pod (bound by its NodeName) and reports it running
+// at 127.0.0.1 (ReportRunning).
+func CreateRunning(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod) error {
+	if _, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return ReportRunning(ctx, client, pod.Namespace, pod.Name)
+}
+
+// ReportRunning reports pod ns/name running at 127.0.0.1, as a kubelet
+// would. regosched may relabel the pod between the read and the status
+// update (a remembered role is written at once): the update then reads
+// the pod again.
+func ReportRunning(ctx context.Context, client kubernetes.Interface, ns, name string) error {
+	pods := client.CoreV1().Pods(ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		p.Status.Phase = corev1.PodRunning
+		p.Status.PodIP = "127.0.0.1"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "127.0.0.1"}}
+		_, err = pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("reporting %s/%s running: %w", ns, name, err)
+	}
+	return nil
 }
 
 // BitnamiStatefulSetUID is the StatefulSet BitnamiClusterPod's pods claim
