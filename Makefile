@@ -30,8 +30,9 @@ tools: ## Build the pinned helm, kustomize and promtool once (outside any test's
 	$(KUSTOMIZE) version >/dev/null
 	$(PROMTOOL) --version >/dev/null
 
-chart: ## helm lint and helm template of deploy/helm/regosched, compared object by object with deploy/'s kustomize render
+chart: ## helm lint (both modes) and helm template of deploy/helm/regosched, compared object by object with deploy/'s and deploy/plugin's kustomize renders
 	$(HELM) lint --strict deploy/helm/regosched
+	$(HELM) lint --strict deploy/helm/regosched --set mode=plugin
 	$(GO) test -count=1 ./test/deploytest/
 
 monitoring: ## promtool check and unit tests of the alerts; every metric and label the alerts and the dashboard query, against the code

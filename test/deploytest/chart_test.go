@@ -380,16 +380,20 @@ func TestChartRendersDeploy(t *testing.T) {
 // file passed through localcluster.SchedulerConfig (kubeconfig, extender
 // URL, no leader election). The chart's rendered configuration, passed
 // through the same function, gives the very same bytes: the suite's
-// scheduler runs what the chart deploys.
+// scheduler runs what the chart deploys. So does scheduler/e2e's
+// regosched-scheduler, with deploy/plugin's file and no extender URL
+// (localstack.PluginSchedulerConfig), for mode plugin.
 func TestChartSchedulerConfigAsTheE2ESuiteRunsIt(t *testing.T) {
 	skipShort(t)
 	root := repoRoot(t)
 	tests := []struct {
 		name, file string
 		render     Render
+		url        string
 	}{
-		{"plain", "deploy/scheduler/kube-scheduler-config.yaml", Render{}},
-		{"tls.enabled", "deploy/tls/mtls/kube-scheduler-config.yaml", Render{Set: []string{"tls.enabled=true"}}},
+		{"plain", "deploy/scheduler/kube-scheduler-config.yaml", Render{}, "http://127.0.0.1:8888/scheduler"},
+		{"tls.enabled", "deploy/tls/mtls/kube-scheduler-config.yaml", Render{Set: []string{"tls.enabled=true"}}, "http://127.0.0.1:8888/scheduler"},
+		{"mode=plugin", "deploy/plugin/kube-scheduler-config.yaml", Render{Set: []string{"mode=plugin"}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -408,7 +412,8 @@ func TestChartSchedulerConfigAsTheE2ESuiteRunsIt(t *testing.T) {
 			if diff := cmp.Diff(string(chart), string(viaHelper)); diff != "" {
 				t.Errorf("Render.SchedulerConfig (-want +got):\n%s", diff)
 			}
-			const kubeconfig, url = "/tmp/kubeconfig", "http://127.0.0.1:8888/scheduler"
+			const kubeconfig = "/tmp/kubeconfig"
+			url := tt.url
 			want, err := localcluster.SchedulerConfig(deployed, kubeconfig, url)
 			if err != nil {
 				t.Fatal(err)

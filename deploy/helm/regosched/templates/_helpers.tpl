@@ -102,10 +102,14 @@ is how registry.k8s.io tags kube-scheduler.
 {{/*
 The KubeSchedulerConfiguration of the second scheduler: the content of
 deploy/scheduler/kube-scheduler-config.yaml, or with tls that of
-deploy/tls/mtls/kube-scheduler-config.yaml (test/deploytest compares
-them). clientConnection is left out: the scheduler uses its ServiceAccount.
+deploy/tls/mtls/kube-scheduler-config.yaml, or with mode plugin
+regosched.pluginSchedulerConfig (test/deploytest compares them).
+clientConnection is left out: the scheduler uses its ServiceAccount.
 */}}
 {{- define "regosched.schedulerConfig" -}}
+{{- if include "regosched.plugin" . -}}
+{{ include "regosched.pluginSchedulerConfig" . }}
+{{- else -}}
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 leaderElection:
@@ -158,6 +162,155 @@ extenders:
     # a pod is never placed without the rules.
     ignorable: false
     httpTimeout: {{ .Values.scheduler.extender.httpTimeout }}
+{{- end }}
+{{- end -}}
+
+{{/* mode plugin: regosched-scheduler decides in process; Deployment
+<release> is a companion that answers no scheduler verbs. */}}
+{{- define "regosched.plugin" -}}
+{{- if eq .Values.mode "plugin" }}true{{ end -}}
+{{- end -}}
+
+{{- define "regosched.pluginSchedulerImage" -}}
+{{- $i := .Values.regoschedScheduler.image -}}
+{{- if $i.digest -}}
+{{ $i.repository }}@{{ $i.digest }}
+{{- else -}}
+{{ $i.repository }}:{{ $i.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The plugin's args that the chart sets from other values (the companion's
+serve flags come from the same ones), and those values' names; the rest
+come from plugin.args.
+*/}}
+{{- define "regosched.derivedPluginArgs" -}}
+policy: policy.url
+policyData: policyData
+policyBearerTokenFile: policy.bearerToken
+policyInsecure: policy.insecure
+policyVerificationKey: policy.verificationKey
+policyVerificationKeyID: policy.verificationKey.keyId
+policySigningAlg: policy.verificationKey.signingAlg
+policyScope: policy.verificationKey.scope
+logLevel: logLevel
+{{- end -}}
+
+{{/*
+The KubeSchedulerConfiguration of regosched-scheduler (mode plugin): the
+content of deploy/plugin/kube-scheduler-config.yaml, with the Regosched
+plugin's args from the values that give the companion its serve flags:
+each arg is a serve flag of the same name (policy: --policy,
+policyVerificationKeyID: --policy-verification-key-id...), and the files
+they name are mounted into the scheduler's pod at the companion's paths.
+Only args that are set are written.
+*/}}
+{{- define "regosched.pluginSchedulerConfig" -}}
+{{- $key := include "regosched.verificationKey" . -}}
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: true
+  # Own lease, so it never competes with the default scheduler's
+  # kube-system/kube-scheduler lease.
+  resourceNamespace: {{ .Release.Namespace }}
+  resourceName: {{ include "regosched.schedulerFullname" . }}
+profiles:
+  # Only pods with spec.schedulerName: {{ .Values.schedulerName }} are placed by this
+  # scheduler; everything else stays with the default scheduler.
+  - schedulerName: {{ .Values.schedulerName }}
+    plugins:
+      multiPoint:
+        enabled:
+          # regosched's rules at PreFilter/Filter (hard rules, seen by
+          # default preemption's dry run), Score (soft rules) and Reserve.
+          # The weight applies to Score: the soft rules' share of the node
+          # ranking, as the extender's weight.
+          - name: Regosched
+            weight: {{ int .Values.plugin.weight }}
+    pluginConfig:
+      - name: Regosched
+        # regosched serve's flags of the same names; an unknown arg stops
+        # the scheduler.
+        args:
+          {{- with .Values.policy.url }}
+          policy: {{ . | quote }}
+          {{- end }}
+          {{- if .Values.policyData }}
+          # ConfigMap {{ include "regosched.fullname" . }}-policy-data.
+          policyData: /etc/regosched/policy-data/data.json
+          {{- end }}
+          {{- if .Values.policy.bearerToken.existingSecret }}
+          policyBearerTokenFile: /etc/regosched/policy-bearer-token/{{ .Values.policy.bearerToken.secretKey }}
+          {{- end }}
+          {{- if .Values.policy.insecure }}
+          policyInsecure: true
+          {{- end }}
+          {{- if $key }}
+          policyVerificationKey: /etc/regosched/policy-verification-key/{{ .Values.policy.verificationKey.secretKey }}
+          {{- with .Values.policy.verificationKey.keyId }}
+          policyVerificationKeyID: {{ . | quote }}
+          {{- end }}
+          {{- with .Values.policy.verificationKey.signingAlg }}
+          policySigningAlg: {{ . | quote }}
+          {{- end }}
+          {{- with .Values.policy.verificationKey.scope }}
+          policyScope: {{ . | quote }}
+          {{- end }}
+          {{- end }}
+          logLevel: {{ .Values.logLevel | quote }}
+          {{- with .Values.plugin.args }}
+          {{- toYaml . | nindent 10 }}
+          {{- end }}
+{{- end -}}
+
+{{/*
+Values that mean nothing with mode plugin are refused rather than ignored:
+each would look set and do nothing.
+*/}}
+{{- define "regosched.checkMode" -}}
+{{- if include "regosched.plugin" . }}
+{{- if include "regosched.tls" . }}
+{{- fail "tls: mode plugin has no connection to protect (regosched-scheduler decides in process and calls no extender; the companion serves no verbs): unset tls.enabled and tls.certManager.enabled" }}
+{{- end }}
+{{- if ne .Values.softRules "filter" }}
+{{- fail (printf "softRules=%s: mode plugin has no extender verbs; the Regosched plugin scores the soft rules itself, weighed by plugin.weight: unset softRules" .Values.softRules) }}
+{{- end }}
+{{- $ext := .Values.scheduler.extender }}
+{{- if or (ne (int $ext.weight) 5) (ne (toString $ext.httpTimeout) "5s") }}
+{{- fail "scheduler.extender: mode plugin has no extender entry; set plugin.weight for the Regosched plugin's Score weight and leave scheduler.extender at its defaults (weight 5, httpTimeout 5s)" }}
+{{- end }}
+{{- $img := .Values.scheduler.image }}
+{{- if or $img.tag (ne $img.repository "registry.k8s.io/kube-scheduler") (ne $img.pullPolicy "IfNotPresent") }}
+{{- fail "scheduler.image is the stock kube-scheduler's; mode plugin runs regosched-scheduler: set regoschedScheduler.image instead" }}
+{{- end }}
+{{- range $arg, $from := include "regosched.derivedPluginArgs" . | fromYaml }}
+{{- if hasKey $.Values.plugin.args $arg }}
+{{- fail (printf "plugin.args.%s: the chart sets it from %s, as the companion's flag" $arg $from) }}
+{{- end }}
+{{- end }}
+{{- $paths := dict }}
+{{- with .Values.policy.url }}
+{{- if not (regexMatch "^https?://" .) }}
+{{- $_ := set $paths "policy.url" . }}
+{{- end }}
+{{- end }}
+{{- with .Values.plugin.args.policyCACert }}
+{{- $_ := set $paths "plugin.args.policyCACert" . }}
+{{- end }}
+{{- range $name, $path := $paths }}
+{{- $mounted := false }}
+{{- range $.Values.scheduler.extraVolumeMounts }}
+{{- if hasPrefix (printf "%s/" (trimSuffix "/" .mountPath)) $path }}
+{{- $mounted = true }}
+{{- end }}
+{{- end }}
+{{- if not $mounted }}
+{{- fail (printf "%s=%s is a file the scheduler reads with mode plugin: mount it into the scheduler with scheduler.extraVolumes and scheduler.extraVolumeMounts (extraVolumes mount into the companion only)" $name $path) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/*
