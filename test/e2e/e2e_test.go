@@ -368,6 +368,28 @@ func TestDeployManifestsAccepted(t *testing.T) {
 			"policy.url=https://bundles.example.com/regosched.tar.gz", "policy.verificationKey.value=-----BEGIN PUBLIC KEY-----",
 			"networkPolicy.enabled=false", "redisRoles.enabled=false",
 		}}},
+		// mode plugin: regosched-scheduler and the companion without verbs.
+		{name: "chart mode plugin", chart: &deploytest.Render{Set: []string{"mode=plugin"}}},
+		{name: "chart mode plugin, HA, signed bundle server, monitoring, repair, pod secrets, every plugin arg", chart: &deploytest.Render{
+			Set: []string{
+				"mode=plugin", "replicas=2", "scheduler.replicas=2", "namespace.create=true",
+				"policy.url=https://bundles.example.com/regosched.tar.gz", "policy.bearerToken.existingSecret=bundle-token",
+				"policy.verificationKey.value=-----BEGIN PUBLIC KEY-----", "policy.verificationKey.scope=prod",
+				"monitoring.serviceMonitor.enabled=true", "monitoring.prometheusRule.enabled=true", "monitoring.dashboard.enabled=true",
+				"repair.mode=on", "redisRoles.podSecrets.enabled=true", "redisRoles.podSecrets.namespaces={shop}",
+			},
+			SetJSON: []string{
+				`plugin.args={"policyPoll":"5s","policyMinDelay":"20s","policyMaxDelay":"40s","policyLongPollingTimeout":"1m",` +
+					`"policyStartTimeout":"2m","policyCACert":"/etc/regosched/bundle-ca/ca.crt","policyMaxBytes":4194304,` +
+					`"policyMaxTotalBytes":67108864,"policyMaxEntries":500,"policyRunTests":true,"syncTimeout":"3m"}`,
+				`scheduler.extraVolumes=[{"name":"bundle-ca","configMap":{"name":"bundle-ca"}}]`,
+				`scheduler.extraVolumeMounts=[{"name":"bundle-ca","mountPath":"/etc/regosched/bundle-ca","readOnly":true}]`,
+			},
+		}},
+		{name: "chart mode plugin, data overlay, no health namespaces", chart: &deploytest.Render{
+			Set:     []string{"mode=plugin", "logLevel=debug", "plugin.weight=2"},
+			SetJSON: []string{`policyData={"weights":{"node_spread":2}}`, `networkPolicy.health.namespaces=[]`},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
