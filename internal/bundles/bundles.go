@@ -2,8 +2,10 @@
 // bundle directory, a .tar.gz or the default policy embedded in the binary
 // with one loader (size limits, signatures, a data overlay, the bundle's own
 // tests), watches a bundle on disk, polls a bundle server, and holds the
-// active policy. A bundle that fails any check never replaces the active
-// one. Evaluating a policy is package policy's part.
+// active policy; Open and its Source put these together from one Config,
+// for every front end that decides with a policy. A bundle that fails any
+// check never replaces the active one. Evaluating a policy is package
+// policy's part.
 package bundles
 
 import (

@@ -69,7 +69,12 @@ type Config struct {
 	// of its headers; a body not read by then is answered 408. 0 means
 	// DefaultBodyReadTimeout.
 	BodyReadTimeout time.Duration
-	Decider         Decider
+	// Decider answers the verbs; it may be nil when NoVerbs is set.
+	Decider Decider
+	// NoVerbs, when set, serves no verb: each answers 404 with this text,
+	// so that a scheduler sent here by mistake says why in its logs
+	// (regosched beside a scheduler that decides in process).
+	NoVerbs string
 	// Ready returns nil when decisions can be trusted (caches synced, a
 	// policy active, the API server in reach), else why not.
 	Ready func() error
@@ -109,6 +114,10 @@ type handler struct {
 
 // New returns the HTTP handler of the whole API.
 func New(cfg Config) (http.Handler, error) {
+	if cfg.Decider == nil && cfg.NoVerbs == "" {
+		// A nil Decider would fail every verb call with a panic.
+		return nil, errors.New("extender: Decider is required unless NoVerbs says why there is none")
+	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -143,10 +152,17 @@ func New(cfg Config) (http.Handler, error) {
 	if prefix == "/" {
 		prefix = ""
 	}
-	r.Handle(prefix+"/filter", verb(h, "filter", h.args.decode, h.filter, h.args.release)).Methods(http.MethodPost)
-	r.Handle(prefix+"/prioritize", verb(h, "prioritize", h.args.decode, h.prioritize, h.args.release)).Methods(http.MethodPost)
-	r.Handle(prefix+"/preempt", verb(h, "preempt", decodePreemptionArgs, h.preempt, nil)).Methods(http.MethodPost)
-	r.Handle(prefix+"/bind", verb(h, "bind", decodeBindingArgs, h.bind, nil)).Methods(http.MethodPost)
+	if cfg.NoVerbs != "" {
+		noVerb := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeError(w, http.StatusNotFound, cfg.NoVerbs) })
+		for _, name := range []string{"filter", "prioritize", "preempt", "bind"} {
+			r.Handle(prefix+"/"+name, noVerb)
+		}
+	} else {
+		r.Handle(prefix+"/filter", verb(h, "filter", h.args.decode, h.filter, h.args.release)).Methods(http.MethodPost)
+		r.Handle(prefix+"/prioritize", verb(h, "prioritize", h.args.decode, h.prioritize, h.args.release)).Methods(http.MethodPost)
+		r.Handle(prefix+"/preempt", verb(h, "preempt", decodePreemptionArgs, h.preempt, nil)).Methods(http.MethodPost)
+		r.Handle(prefix+"/bind", verb(h, "bind", decodeBindingArgs, h.bind, nil)).Methods(http.MethodPost)
+	}
 	if !cfg.VerbsOnly {
 		healthRoutes(r, cfg)
 	}

@@ -33,11 +33,10 @@ type server struct {
 	log  logrus.FieldLogger
 
 	active *bundles.Active
-	first  loaded
-	remote *bundles.Remote // nil unless the policy comes from a bundle server
+	policy *bundles.Source
 
 	cache           *placement.Cache
-	pending         *placement.Pending // nil without a scheduler name
+	pending         *placement.Pending // nil without the verbs
 	describePending placement.DescribeFunc
 	contact         *apicontact.Watch
 	roles           *redisroles.Controller // nil without --redis-roles
@@ -53,6 +52,9 @@ type server struct {
 	tls       bool
 }
 
+// NoVerbs is what a verb call answers, with 404, under --verbs=false.
+const NoVerbs = "this regosched serves no scheduler verbs (--verbs=false): regosched-scheduler decides in process"
+
 // build loads the first policy and makes every part, listening already but
 // running nothing.
 func build(ctx context.Context, opts Options) (*server, error) {
@@ -60,22 +62,24 @@ func build(ctx context.Context, opts Options) (*server, error) {
 		return nil, err
 	}
 	log := opts.Log
-	pol, source, remote, err := loadPolicy(ctx, opts)
+	pcfg := opts.Policy
+	pcfg.Log = log.WithField("component", "policy")
+	src, err := bundles.Open(ctx, pcfg)
 	if err != nil {
 		return nil, err
 	}
-	log.WithFields(logrus.Fields{"source": source, "revision": pol.Revision()}).Info("policy loaded")
+	log.WithFields(logrus.Fields{"source": src.Description(), "revision": src.First().Revision()}).Info("policy loaded")
 	client, background, err := newClients(opts)
 	if err != nil {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s := &server{opts: opts, log: log, first: pol, remote: remote, auditTrigger: make(chan struct{}, 1)}
+	s := &server{opts: opts, log: log, policy: src, auditTrigger: make(chan struct{}, 1)}
 	if s.active, err = bundles.NewActive(reg); err != nil {
 		return nil, err
 	}
-	s.active.Store(pol.Policy)
+	s.active.Store(src.First())
 	if err := s.buildPlacements(client, reg); err != nil {
 		return nil, err
 	}
@@ -84,25 +88,17 @@ func build(ctx context.Context, opts Options) (*server, error) {
 			return nil, err
 		}
 	}
-	dopts := decision.Options{
-		InFlightTTL: opts.InFlightTTL,
-		MaxWait:     opts.InFlightWait,
-		Client:      client,
-		// Binds and reservations only for the profile's own pods.
-		SchedulerName: opts.SchedulerName,
-		SoftInFilter:  opts.SoftInFilter,
-		Pending:       s.pending,
-	}
 	if opts.RedisRoles.On {
 		leading := func() bool { return s.elector == nil || s.elector.Leading() }
 		if s.roles, err = newRedisRoles(opts, background, s.active, reg, leading); err != nil {
 			return nil, err
 		}
-		dopts.Recall = s.roles.Recall
 	}
-	decider, err := decision.New(s.cache, s.active, log.WithField("component", "decision"), reg, dopts)
-	if err != nil {
-		return nil, err
+	var decider extender.Decider // nil without the verbs
+	if opts.Verbs {
+		if decider, err = s.newDecider(client, reg); err != nil {
+			return nil, err
+		}
 	}
 	if s.contact, err = apicontact.New(apicontact.Config{
 		Ping: pingAPI(client), Threshold: opts.APILostAfter, Registerer: reg, Log: log.WithField("component", "api-contact"),
@@ -121,6 +117,25 @@ func build(ctx context.Context, opts Options) (*server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// newDecider builds what answers the verbs, over the cache, the pending
+// pods and the Redis roles' memory.
+func (s *server) newDecider(client kubernetes.Interface, reg prometheus.Registerer) (*decision.Decider, error) {
+	opts := s.opts
+	dopts := decision.Options{
+		InFlightTTL: opts.InFlightTTL,
+		MaxWait:     opts.InFlightWait,
+		Client:      client,
+		// Binds and reservations only for the profile's own pods.
+		SchedulerName: opts.SchedulerName,
+		SoftInFilter:  opts.SoftInFilter,
+		Pending:       s.pending,
+	}
+	if s.roles != nil {
+		dopts.Recall = s.roles.Recall
+	}
+	return decision.New(s.cache, s.active, s.log.WithField("component", "decision"), reg, dopts)
 }
 
 // newClients gives the client of the verbs and informers, and the client
@@ -154,8 +169,8 @@ func newClients(opts Options) (verbs, background kubernetes.Interface, err error
 	return verbs, background, nil
 }
 
-// buildPlacements makes the placement cache of bound pods and, for a
-// scheduler name, the descriptions of its pending pods.
+// buildPlacements makes the placement cache of bound pods and, for the
+// verbs, the descriptions of the profile's pending pods.
 func (s *server) buildPlacements(client kubernetes.Interface, reg prometheus.Registerer) error {
 	relabelled := func() {
 		select {
@@ -171,14 +186,15 @@ func (s *server) buildPlacements(client kubernetes.Interface, reg prometheus.Reg
 	if err := s.cache.RegisterMetrics(reg); err != nil {
 		return err
 	}
+	if !s.opts.Verbs {
+		// Pending pods are described for filter calls alone.
+		return nil
+	}
 	unprotected, err := policy.NewUnprotectedWatch(reg, s.log.WithField("component", "protection"))
 	if err != nil {
 		return err
 	}
 	s.describePending = policy.PendingDescriber(s.active.Load, unprotected)
-	if s.opts.SchedulerName == "" {
-		return nil
-	}
 	if s.pending, err = placement.NewPending(client, s.opts.SchedulerName, s.describePending, s.log.WithField("component", "pending")); err != nil {
 		return err
 	}
@@ -199,7 +215,7 @@ func (s *server) ready() error {
 
 // buildHTTP makes the handler and listens on Listen, and on HealthListen
 // when set.
-func (s *server) buildHTTP(decider *decision.Decider, reg *prometheus.Registry) error {
+func (s *server) buildHTTP(decider extender.Decider, reg *prometheus.Registry) error {
 	opts := s.opts
 	apiConfig := extender.Config{
 		URLPrefix:     opts.URLPrefix,
@@ -229,6 +245,9 @@ func (s *server) buildHTTP(decider *decision.Decider, reg *prometheus.Registry) 
 		Gatherer:   reg,
 		Profiling:  opts.Profiling,
 		Log:        s.log.WithField("component", "extender"),
+	}
+	if !opts.Verbs {
+		apiConfig.NoVerbs = NoVerbs
 	}
 	handler, err := extender.New(apiConfig)
 	if err != nil {

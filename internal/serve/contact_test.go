@@ -15,6 +15,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/bundles"
 )
 
 // TestLosingTheAPIServerTurnsReadinessFalse: informers keep their last
@@ -36,8 +37,8 @@ func TestLosingTheAPIServerTurnsReadinessFalse(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Options{
-			Listen: verbs, HealthListen: health, Client: client, DefaultPolicy: regosched.DefaultPolicy(),
-			URLPrefix: "/scheduler", Version: "test", SchedulerName: "regosched", APILostAfter: time.Second, Log: log,
+			Listen: verbs, HealthListen: health, Client: client, Policy: bundles.Config{Default: regosched.DefaultPolicy()},
+			URLPrefix: "/scheduler", Version: "test", Verbs: true, SchedulerName: "regosched", APILostAfter: time.Second, Log: log,
 		})
 	}()
 	until(t, "ready", func() bool { return get("http://"+health+"/readyz") == http.StatusOK })

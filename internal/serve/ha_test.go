@@ -19,6 +19,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/leader"
 )
 
@@ -43,8 +44,8 @@ func replica(ctx context.Context, t *testing.T, client kubernetes.Interface, nam
 	verbs, health = freeAddr(t), freeAddr(t)
 	log, _ := logtest.NewNullLogger()
 	opts := Options{
-		Listen: verbs, HealthListen: health, Client: client, DefaultPolicy: regosched.DefaultPolicy(),
-		URLPrefix: "/scheduler", Version: "test", SchedulerName: "regosched", LeaderElect: true, Log: log,
+		Listen: verbs, HealthListen: health, Client: client, Policy: bundles.Config{Default: regosched.DefaultPolicy()},
+		URLPrefix: "/scheduler", Version: "test", Verbs: true, SchedulerName: "regosched", LeaderElect: true, Log: log,
 	}
 	opts.Leader = leader.Config{Namespace: haNamespace, Name: "regosched", Identity: name,
 		LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond,
@@ -65,8 +66,16 @@ func holder(t *testing.T, client *fake.Clientset) string {
 	return *lease.Spec.HolderIdentity
 }
 
-func post(url, body string) (int, string) {
-	resp, err := http.Post(url, "application/json", strings.NewReader(body)) //nolint:gosec,noctx // loopback test URL
+func post(url, body string) (int, string) { return send(http.MethodPost, url, body) }
+
+// send makes one request to a loopback test URL: its status and body, or
+// 0 and the error.
+func send(method, url, body string) (int, string) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body)) //nolint:noctx // loopback test URL
+	if err != nil {
+		return 0, err.Error()
+	}
+	resp, err := http.DefaultClient.Do(req) //nolint:gosec // loopback test URL
 	if err != nil {
 		return 0, err.Error()
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/tlsserve"
 )
 
@@ -41,8 +42,8 @@ func TestHealthListenNextToMutualTLS(t *testing.T) {
 	go func() {
 		done <- Run(ctx, Options{
 			Listen: addr, HealthListen: healthAddr, TLS: files,
-			Kubeconfig: unreachableKubeconfig(t, dir), DefaultPolicy: regosched.DefaultPolicy(),
-			URLPrefix: "/scheduler", Version: "test", SchedulerName: "regosched", KubeAPIQPS: 10, KubeAPIBurst: 10, Log: log,
+			Kubeconfig: unreachableKubeconfig(t, dir), Policy: bundles.Config{Default: regosched.DefaultPolicy()},
+			URLPrefix: "/scheduler", Version: "test", Verbs: true, SchedulerName: "regosched", KubeAPIQPS: 10, KubeAPIBurst: 10, Log: log,
 		})
 	}()
 	health := "http://" + healthAddr
@@ -98,15 +99,7 @@ func TestHealthListenNextToMutualTLS(t *testing.T) {
 		t.Errorf("main port without a client certificate: %v, want a certificate error", err)
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run() = %v, want nil after cancel", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run() did not return after cancel")
-	}
+	stopRun(t, cancel, done)
 	if get(health+"/healthz") != 0 {
 		t.Error("health port still answers after Run returned")
 	}
@@ -124,7 +117,7 @@ func TestHealthListenBusyAddressFails(t *testing.T) {
 	defer cancel()
 	err = Run(ctx, Options{
 		Listen: freeAddr(t), HealthListen: ln.Addr().String(), Kubeconfig: unreachableKubeconfig(t, t.TempDir()),
-		DefaultPolicy: regosched.DefaultPolicy(), SchedulerName: "regosched", KubeAPIQPS: 10, KubeAPIBurst: 10, Log: log,
+		Policy: bundles.Config{Default: regosched.DefaultPolicy()}, Verbs: true, SchedulerName: "regosched", KubeAPIQPS: 10, KubeAPIBurst: 10, Log: log,
 	})
 	if err == nil || !strings.Contains(err.Error(), "(health)") {
 		t.Errorf("Run() = %v, want an error naming the health address", err)

@@ -3,12 +3,12 @@ package serve
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/leader"
 	"github.com/regosched/regosched/internal/repair"
 	"github.com/regosched/regosched/internal/tlsserve"
@@ -27,14 +27,9 @@ type Options struct {
 	// APILostAfter is how long the API server may not answer before
 	// readiness turns false (0: apicontact.DefaultThreshold).
 	APILostAfter time.Duration
-	// PolicyPath is a bundle directory, a .tar.gz or an http(s) URL of a
-	// bundle server; empty means DefaultPolicy.
-	PolicyPath    string
-	DefaultPolicy fs.FS
-	// PolicyData is a JSON file merged into the policy's
-	// data.regosched.config (bundles.Options.DataFile), watched with
-	// PolicyPoll; empty: none.
-	PolicyData   string
+	// Policy is where the policy comes from and the checks every bundle
+	// passes (bundles.Open); its Log is set by Run.
+	Policy       bundles.Config
 	URLPrefix    string
 	MaxBodyBytes int64
 	// MaxConcurrent bounds the verb requests served at once.
@@ -46,15 +41,15 @@ type Options struct {
 	// SoftInFilter folds the soft rules into filter (see
 	// decision.Options).
 	SoftInFilter bool
-	// SchedulerName is the profile whose pending pods are described as
-	// soon as they are created, ahead of their filter calls; empty: each
-	// filter call describes its pod.
+	// Verbs serves the extender verbs. Without them (--verbs=false) no
+	// decider and no pending pods are built, and the verbs answer 404:
+	// regosched runs beside regosched-scheduler, which decides in process,
+	// for the Redis roles, the audit and the repair.
+	Verbs bool
+	// SchedulerName is the profile whose pods alone are reserved and bound,
+	// and whose pending pods are described as soon as they are created,
+	// ahead of their filter calls; required with Verbs, unused without.
 	SchedulerName string
-	// PolicyPoll is how often --policy is checked for changes; 0 disables
-	// reloading. Unused for the embedded policy.
-	PolicyPoll time.Duration
-	// Bundles says how bundles are checked and a bundle server is polled.
-	Bundles BundleOptions
 	// KubeAPIQPS and KubeAPIBurst bound the API requests of the verbs
 	// (binds, reads) and of the informers.
 	KubeAPIQPS   float32
@@ -86,40 +81,6 @@ type Options struct {
 	Profiling bool
 	Version   string
 	Log       logrus.FieldLogger
-}
-
-// BundleOptions are the checks every bundle passes before it is activated
-// and, for an http(s) PolicyPath, how the bundle server is polled.
-type BundleOptions struct {
-	// VerificationKey, when set, requires signed bundles: a PEM public key
-	// file, or the secret for HS* algorithms (see bundles.NewVerification).
-	VerificationKey   string
-	VerificationKeyID string
-	SigningAlg        string
-	Scope             string
-	// RunTests runs each bundle's *_test.rego tests before activating it.
-	RunTests bool
-	// MinDelay and MaxDelay bound the wait between polls of a bundle
-	// server; LongPollingTimeout > 0 turns long polling on.
-	MinDelay, MaxDelay, LongPollingTimeout time.Duration
-	// StartTimeout bounds the wait for the first good bundle from a server:
-	// regosched never serves without a policy.
-	StartTimeout    time.Duration
-	BearerTokenFile string
-	// CACertFile is the PEM file of the CAs a bundle server's certificate
-	// must chain to (default: the system's roots).
-	CACertFile string
-	// MaxBytes caps each file of a bundle and a downloaded bundle's size
-	// (0: bundles.DefaultBundleSizeLimit).
-	MaxBytes int64
-	// MaxTotalBytes caps the sum of a bundle's files, decompressed, and
-	// MaxEntries their number, both checked while the bundle streams (0:
-	// bundles.DefaultBundleTotalLimit and DefaultBundleMaxEntries).
-	MaxTotalBytes int64
-	MaxEntries    int
-	// Insecure allows a plain http:// bundle URL with a bearer token or
-	// without a verification key.
-	Insecure bool
 }
 
 // RepairOptions are the settings of --repair.
@@ -165,7 +126,7 @@ type RedisRolesOptions struct {
 // check refuses settings that would leave a door open, before anything is
 // built.
 func (o Options) check() error {
-	if o.SchedulerName == "" {
+	if o.Verbs && o.SchedulerName == "" {
 		return errors.New("--scheduler-name is empty: name the scheduler profile that calls regosched, whose pods alone it may bind")
 	}
 	// Without client certificates there is no name to check: the list

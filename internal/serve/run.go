@@ -10,7 +10,6 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/policy"
 )
 
@@ -79,19 +78,7 @@ func (s *server) policyReloads() func(context.Context) {
 			s.pending.SetDescribeFunc(ctx, s.describePending)
 		}
 	}
-	opts := s.opts
-	switch {
-	case s.remote != nil:
-		s.remote.Active, s.remote.Activate = s.active, reindex
-		return s.remote.Run
-	case (opts.PolicyPath != "" || opts.PolicyData != "") && opts.PolicyPoll > 0:
-		w := &bundles.Watcher{
-			Path: opts.PolicyPath, FS: opts.DefaultPolicy, Interval: opts.PolicyPoll, Options: s.first.opts, Active: s.active,
-			Log: s.log.WithField("component", "policy"), Activate: reindex, Loaded: s.first.fingerprint,
-		}
-		return w.Run
-	}
-	return nil
+	return s.policy.Reloads(s.active, reindex)
 }
 
 // auditLoop audits bound pods once the cache has synced and while this

@@ -5,7 +5,8 @@
 // Run goes through four steps:
 //
 //	build       load the policy; make the client, the cache, the decider
-//	            and the handler; listen. Nothing runs yet.
+//	            (unless Verbs is off) and the handler; listen. Nothing
+//	            runs yet.
 //	background  start the informers, the policy reloads, the audit, the
 //	            Redis roles and the API contact watch, under one errgroup.
 //	serve       answer the scheduler until ctx ends, the lease is lost or

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/repair"
 	"github.com/regosched/regosched/internal/tlsserve"
 )
@@ -42,8 +43,8 @@ current-context: c
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Options{
-			Listen: addr, Kubeconfig: kubeconfig, DefaultPolicy: regosched.DefaultPolicy(),
-			URLPrefix: "/scheduler", Version: "test", SchedulerName: "regosched", KubeAPIQPS: 10, KubeAPIBurst: 10, Log: log,
+			Listen: addr, Kubeconfig: kubeconfig, Policy: bundles.Config{Default: regosched.DefaultPolicy()},
+			URLPrefix: "/scheduler", Version: "test", Verbs: true, SchedulerName: "regosched", KubeAPIQPS: 10, KubeAPIBurst: 10, Log: log,
 		})
 	}()
 
@@ -70,20 +71,12 @@ current-context: c
 		t.Errorf("filter = %d, want 503 while not ready", resp.StatusCode)
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run() = %v, want nil after cancel", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run() did not return after cancel")
-	}
+	stopRun(t, cancel, done)
 }
 
 func TestBrokenPolicyPathFailsFast(t *testing.T) {
 	log, _ := logtest.NewNullLogger()
-	err := Run(context.Background(), Options{Listen: freeAddr(t), PolicyPath: filepath.Join(t.TempDir(), "missing"), SchedulerName: "regosched", Log: log})
+	err := Run(context.Background(), Options{Listen: freeAddr(t), Policy: bundles.Config{Path: filepath.Join(t.TempDir(), "missing")}, Verbs: true, SchedulerName: "regosched", Log: log})
 	if err == nil || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Run() = %v, want a not-exist error for the policy path", err)
 	}
@@ -99,25 +92,39 @@ func TestOptionsChecksAtStart(t *testing.T) {
 	}{
 		// An empty name once let bind authorise a pod of any scheduler
 		// (issue 34 item 9).
-		{"no scheduler name", Options{}, "--scheduler-name is empty"},
+		{"no scheduler name", Options{Verbs: true}, "--scheduler-name is empty"},
 		// Names to allow, but no client certificates asked for (item 8).
-		{"allowed client names over plain HTTP", Options{SchedulerName: "regosched", TLS: tlsserve.Files{AllowedClientNames: []string{"regosched-scheduler"}}},
+		{"allowed client names over plain HTTP", Options{Verbs: true, SchedulerName: "regosched", TLS: tlsserve.Files{AllowedClientNames: []string{"regosched-scheduler"}}},
 			"--tls-allowed-client-names needs --tls-cert-file and --client-ca-file"},
-		{"allowed client names without a client CA", Options{SchedulerName: "regosched", TLS: tlsserve.Files{CertFile: "tls.crt", KeyFile: "tls.key", AllowedClientNames: []string{"regosched-scheduler"}}},
+		{"allowed client names without a client CA", Options{Verbs: true, SchedulerName: "regosched", TLS: tlsserve.Files{CertFile: "tls.crt", KeyFile: "tls.key", AllowedClientNames: []string{"regosched-scheduler"}}},
 			"--tls-allowed-client-names needs --tls-cert-file and --client-ca-file"},
 		// Repairs follow the audit's passes: without them it would never act.
-		{"repair without the audit", Options{SchedulerName: "regosched", Repair: RepairOptions{Mode: repair.On}},
+		{"repair without the audit", Options{Verbs: true, SchedulerName: "regosched", Repair: RepairOptions{Mode: repair.On}},
 			"--repair=on needs the audit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			log, _ := logtest.NewNullLogger()
-			tt.opts.Listen, tt.opts.DefaultPolicy, tt.opts.Log = freeAddr(t), regosched.DefaultPolicy(), log
+			tt.opts.Listen, tt.opts.Policy.Default, tt.opts.Log = freeAddr(t), regosched.DefaultPolicy(), log
 			err := Run(context.Background(), tt.opts)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Run() = %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// stopRun cancels a Run and waits for it to return nil.
+func stopRun(t *testing.T, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run() = %v, want nil after cancel", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run() did not return after cancel")
 	}
 }
 
