@@ -51,6 +51,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/regosched/regosched/internal/claims"
+	"github.com/regosched/regosched/internal/judge"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
 )
@@ -329,31 +330,20 @@ func (a *Auditor) judge(ctx context.Context, pol *policy.Policy, pod *placement.
 	// Off the request path, nothing else bounds a policy that loops.
 	ctx, cancel := context.WithTimeout(ctx, policy.DescribeTimeout)
 	defer cancel()
-	self := *pod // ours to change: cached pods are shared and immutable
-	self.Node, self.Claims = "", nil
 	d, ok := a.described[pod]
 	if !ok || d.policy != pol {
-		keys, described, err := pol.DescribePending(ctx, &self)
+		keys, described, err := judge.DescribeStanding(ctx, pol, pod)
 		if err != nil {
-			return fmt.Errorf("describing %s: %w", pod.Key(), err)
+			return err
 		}
 		d = description{policy: pol, keys: keys, claims: described}
 	}
 	described[pod] = d
-	keys := d.keys
-	if len(keys) == 0 {
-		return nil
-	}
-	self.Claims = d.claims
-	peers := a.cache.Peers(keys, pod.UID)
-	conflicts, err := pol.Conflicts(ctx, policy.NewInput(&self, peers, a.cache.NodeLabels))
+	conflicts, peers, err := judge.Standing(ctx, pol, a.cache, pod, d.keys, d.claims, nil)
 	if err != nil {
-		return fmt.Errorf("judging %s: %w", pod.Key(), err)
+		return err
 	}
 	for _, c := range conflicts {
-		if c.Node != pod.Node {
-			continue // the pod is not there: nothing is broken
-		}
 		i := slices.IndexFunc(peers, func(p *placement.Pod) bool { return p.UID == c.Peer })
 		if i < 0 {
 			continue // the join names only peers of its input

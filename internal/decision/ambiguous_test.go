@@ -74,6 +74,9 @@ func TestTimedOutBindingThatCommittedKeepsItsPlacement(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.opts.Client = client
+	if err := d.newJudge(nil); err != nil {
+		t.Fatal(err)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -82,6 +85,9 @@ func TestTimedOutBindingThatCommittedKeepsItsPlacement(t *testing.T) {
 	}
 	// The peer's filter goes through the fake API, where it is pending.
 	d.opts.Client = fakeClient
+	if err := d.newJudge(nil); err != nil {
+		t.Fatal(err)
+	}
 	res, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{Pod: pendingPod(b), NodeNames: names("node-1", "node-2")})
 	if err != nil {
 		t.Fatal(err)

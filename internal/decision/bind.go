@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/regosched/regosched/internal/judge"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
 )
@@ -167,43 +168,31 @@ func (d *Decider) commit(ctx context.Context, pol *policy.Policy, pod *placement
 	// The recorded placement is the pod as its peers will read it: on its
 	// node, with its marks (filter described it as the pending pod, with what
 	// it avoids). Worked out before taking the locks.
-	placed := *pod
-	placed.Node = args.Node
-	if len(keys) > 0 {
-		var err error
-		if _, placed.Claims, err = pol.DescribePeer(ctx, &placed); err != nil {
-			d.binds.WithLabelValues("error").Inc()
-			return nil, err
-		}
+	s := &judge.Subject{Policy: pol, Pod: pod, OwnLabels: pod.Labels, Keys: keys}
+	placed, err := d.judge.Placed(ctx, s, args.Node)
+	if err != nil {
+		d.binds.WithLabelValues("error").Inc()
+		return nil, err
 	}
 	unlock := d.locks.lock(keys)
 	defer unlock()
-	if len(keys) > 0 {
-		s := &subject{policy: pol, pod: pod, keys: keys, peers: d.placements.Peers(keys, pod.UID)}
-		conflicts, err := pol.Conflicts(ctx, d.input(s))
-		if err != nil {
-			d.binds.WithLabelValues("error").Inc()
-			return nil, err
-		}
-		var here []string
-		for _, c := range conflicts {
-			if c.Node == args.Node {
-				here = append(here, c.Reason)
-				d.log.WithFields(logrus.Fields{
-					"pod": pod.Key(), "node": args.Node, "rule": c.Rule, "reason": c.Reason,
-					"policyRevision": pol.Revision(), "verb": "bind",
-				}).Info("denied")
-			}
-		}
-		if len(here) > 0 {
-			d.binds.WithLabelValues("refused").Inc()
-			return nil, fmt.Errorf("%w: binding %s to %s would break a rule: %s", ErrRefused, pod.Key(), args.Node, joinStrings(here))
-		}
+	d.judge.FindPeers(s)
+	v, err := d.judge.Conflicts(ctx, s)
+	if err != nil {
+		d.binds.WithLabelValues("error").Inc()
+		return nil, err
 	}
-	if !d.placements.Assume(&placed, keys, func() bool { return d.policies.Load() == pol }) {
+	if here := v.At(args.Node); len(here) > 0 {
+		// A refusal at bind is no preemption candidate: the scheduler
+		// chose the node already.
+		d.judge.Denied(s, args.Node, here, false, "bind")
+		d.binds.WithLabelValues("refused").Inc()
+		return nil, fmt.Errorf("%w: binding %s to %s would break a rule: %s", ErrRefused, pod.Key(), args.Node, judge.Reasons(here))
+	}
+	if !d.placements.Assume(placed, keys, func() bool { return d.policies.Load() == pol }) {
 		return nil, errPolicyChanged
 	}
-	return &placed, nil
+	return placed, nil
 }
 
 // bindSubject is the pod to bind and its groups: from the in-flight record

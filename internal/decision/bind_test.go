@@ -261,6 +261,9 @@ func TestBindRecordsThePlacementBeforeTheAPIBinding(t *testing.T) {
 			// binding holds it: filter must know the pods pending without
 			// reading them, as it does from the pending pods' informer.
 			d.opts.Pending = pendingAll{}
+			if err := d.newJudge(nil); err != nil {
+				t.Fatal(err)
+			}
 			bindLikeAPIServer(client)
 			entered, release := make(chan struct{}), make(chan struct{})
 			client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {

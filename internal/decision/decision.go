@@ -22,22 +22,19 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/claims"
+	"github.com/regosched/regosched/internal/judge"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
 )
 
-// ErrNoPolicy is returned while no policy is active.
-var ErrNoPolicy = errors.New("no active policy")
+// ErrNoPolicy is returned while no policy is active: the judge's.
+var ErrNoPolicy = judge.ErrNoPolicy
 
 // Placements is the view of the cluster that decisions need (implemented by
 // placement.Cache).
 type Placements interface {
-	// Peers returns the bound or assumed pods that share a key with the pod self.
-	Peers(keys []string, self types.UID) []*placement.Pod
-	// NodeLabels returns a node's labels and whether the node is known.
-	NodeLabels(name string) (map[string]string, bool)
-	// PodByUID returns a bound or assumed pod that belongs to a group.
-	PodByUID(uid types.UID) (*placement.Pod, bool)
+	// Peers, NodeLabels and PodByUID are what the judge reads.
+	judge.Placements
 	// Reserve marks a pod that passed filter under policy by as in flight
 	// for ttl.
 	Reserve(pod *placement.Pod, keys []string, ttl time.Duration, by *claims.Origin)
@@ -146,9 +143,8 @@ type PendingViews interface {
 	// Is reports whether pod is, as the API server last said, a pending pod
 	// of the profile: the same UID, namespace, name, labels and priority.
 	Is(pod *placement.Pod) bool
-	// Described returns pod's groups and facts when they were described
-	// under by from what pod holds now.
-	Described(pod *placement.Pod, by *claims.Origin) (keys []string, c *claims.Claims, ok bool)
+	// Described, what the judge reads of pods described ahead.
+	judge.Described
 }
 
 // Policies gives the policy to decide with; nil while none is active.
@@ -162,18 +158,15 @@ type Decider struct {
 	policies   Policies
 	log        logrus.FieldLogger
 	opts       Options
-	// filterReads is the budget of the reads that verify a pending pod,
-	// refreshReads that of the re-reads of its peers.
+	// filterReads is the budget of the reads that verify a pending pod
+	// (the judge has the re-reads of its peers).
 	filterReads, refreshReads flowcontrol.RateLimiter
+	judge                     *judge.Judge
 	locks                     *groupLocks
 	scores                    *scoreCache
 	totals                    totalsBuffers
-	denials                   *prometheus.CounterVec
 	waits                     prometheus.Histogram
 	binds                     *prometheus.CounterVec
-	described                 *prometheus.CounterVec
-	// describedAhead and describedNow are described's two children.
-	describedAhead, describedNow prometheus.Counter
 }
 
 // New returns a Decider whose metrics are registered on reg.
@@ -201,18 +194,13 @@ func New(placements Placements, policies Policies, log logrus.FieldLogger, reg p
 		opts.RefreshReadBurst = DefaultRefreshReadBurst
 	}
 	d := &Decider{
-		placements:   placements,
-		policies:     policies,
-		log:          log,
-		opts:         opts,
-		filterReads:  flowcontrol.NewTokenBucketRateLimiter(float32(opts.FilterReadRate), opts.FilterReadBurst),
-		refreshReads: flowcontrol.NewTokenBucketRateLimiter(float32(opts.RefreshReadRate), opts.RefreshReadBurst),
-		locks:        newGroupLocks(),
-		scores:       newScoreCache(opts.InFlightTTL),
-		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "regosched_filter_denials_total",
-			Help: "Candidate nodes removed by filter, by rule and by whether preemption could resolve the conflict.",
-		}, []string{"rule", "resolvable"}),
+		placements:  placements,
+		policies:    policies,
+		log:         log,
+		opts:        opts,
+		filterReads: flowcontrol.NewTokenBucketRateLimiter(float32(opts.FilterReadRate), opts.FilterReadBurst),
+		locks:       newGroupLocks(),
+		scores:      newScoreCache(opts.InFlightTTL),
 		waits: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "regosched_inflight_wait_seconds",
 			Help:    "Time a filter call waited for peers that passed filter but whose binding was not yet seen.",
@@ -222,13 +210,11 @@ func New(placements Placements, policies Policies, log logrus.FieldLogger, reg p
 			Name: "regosched_binds_total",
 			Help: "Bind verb outcomes: bound, refused (a hard rule would break), error, uncertain (the binding call failed and its outcome could not be read; the placement is kept until the informer confirms it or the in-flight TTL passes).",
 		}, []string{"outcome"}),
-		described: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "regosched_pending_descriptions_total",
-			Help: "Pending pods' policy descriptions used by filter, preempt and prioritize (when filter left no penalties), by when they were made: ahead (when the pod was created or changed) or in_request.",
-		}, []string{"when"}),
 	}
-	d.describedAhead, d.describedNow = d.described.WithLabelValues("ahead"), d.described.WithLabelValues("in_request")
-	for _, c := range []prometheus.Collector{d.denials, d.waits, d.binds, d.described} {
+	if err := d.newJudge(reg); err != nil {
+		return nil, err
+	}
+	for _, c := range []prometheus.Collector{d.waits, d.binds} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering decision metrics: %w", err)
 		}
@@ -236,16 +222,28 @@ func New(placements Placements, policies Policies, log logrus.FieldLogger, reg p
 	return d, nil
 }
 
-// subject is a pending pod with the policy to judge it by, its groups and
-// its peers.
+// newJudge makes the judge of d's options, its metrics registered on reg.
+func (d *Decider) newJudge(reg prometheus.Registerer) error {
+	opts := d.opts
+	cfg := judge.Config{
+		Placements: d.placements, Client: opts.Client, Recall: opts.Recall,
+		RefreshRate: opts.RefreshReadRate, RefreshBurst: opts.RefreshReadBurst, Registerer: reg, Log: d.log,
+	}
+	if opts.Pending != nil { // not a typed nil in the interface
+		cfg.Ahead = opts.Pending
+	}
+	j, err := judge.New(cfg)
+	if err != nil {
+		return err
+	}
+	d.judge = j
+	return nil
+}
+
+// subject is a pending pod as the judge has it, with what this request
+// found out about it.
 type subject struct {
-	policy *policy.Policy
-	pod    *placement.Pod
-	// ownLabels are the labels the request gave the pod, before Recall.
-	ownLabels placement.Labels
-	keys      []string
-	peers     []*placement.Pod
-	byUID     map[types.UID]*placement.Pod // built on first use by peer
+	*judge.Subject
 	// verified is isPendingPod's answer, once asked.
 	verified verification
 }
@@ -274,78 +272,29 @@ func (d *Decider) evalError(ectx context.Context, pod *v1.Pod, err error) error 
 	return fmt.Errorf("pod %s/%s: %w (%v): %w", pod.Namespace, pod.Name, ErrEvalTimeout, d.opts.EvalTimeout, err)
 }
 
-// peer returns the peer with uid, if s has one.
-func (s *subject) peer(uid types.UID) (*placement.Pod, bool) {
-	if s.byUID == nil {
-		s.byUID = make(map[types.UID]*placement.Pod, len(s.peers))
-		for _, p := range s.peers {
-			s.byUID[p.UID] = p
-		}
-	}
-	p, ok := s.byUID[uid]
-	return p, ok
-}
-
-// evictable reports whether preemption for the pending pod could evict the
-// peer uid: a peer the cache does not hold, or of equal or higher priority,
-// cannot be.
-func (s *subject) evictable(uid types.UID) bool {
-	p, ok := s.peer(uid)
-	return ok && p.Priority < s.pod.Priority
-}
-
 // lookup finds the groups and the peers of the pending pod. With wait, it
 // first waits (bounded) for peers still in flight. With no peers, no rule
 // can apply and callers skip all further policy work.
 func (d *Decider) lookup(ctx context.Context, pod *v1.Pod, wait bool) (*subject, error) {
-	pol := d.policies.Load()
-	if pol == nil {
-		return nil, ErrNoPolicy
-	}
-	s := &subject{policy: pol, pod: placement.PodFromObject(pod)}
-	s.ownLabels = s.pod.Labels
-	if d.opts.Recall != nil {
-		if labels, ok := d.opts.Recall(pod); ok {
-			s.pod.Labels = labels
-		}
-	}
-	// The pending pod is not bound; its node (if the request carries a stale
-	// one) must not make it look placed.
-	s.pod.Node = ""
-	// s.pod is ours (built from the request above): setting Claims is safe.
-	keys, described, err := d.describePending(ctx, pol, s.pod)
+	js, err := d.judge.Describe(ctx, d.policies.Load(), pod)
 	if err != nil {
 		return nil, err
 	}
-	s.keys, s.pod.Claims = keys, described
-	if len(keys) == 0 {
+	s := &subject{Subject: js}
+	if len(s.Keys) == 0 {
 		return s, nil
 	}
 	if wait && d.opts.MaxWait > 0 {
 		d.waitForPeers(ctx, s)
 	}
-	s.peers = d.placements.Peers(keys, s.pod.UID)
+	d.judge.FindPeers(s.Subject)
 	return s, nil
-}
-
-// describePending gives the pending pod's groups and claims under pol: as
-// described when the pod was created, if nothing they depend on has changed
-// since, else evaluated now.
-func (d *Decider) describePending(ctx context.Context, pol *policy.Policy, pod *placement.Pod) ([]string, *claims.Claims, error) {
-	if d.opts.Pending != nil {
-		if keys, described, ok := d.opts.Pending.Described(pod, pol.Origin()); ok {
-			d.describedAhead.Inc()
-			return keys, described, nil
-		}
-	}
-	d.describedNow.Inc()
-	return pol.DescribePending(ctx, pod)
 }
 
 func (d *Decider) waitForPeers(ctx context.Context, s *subject) {
 	ctx, cancel := context.WithTimeout(ctx, d.opts.MaxWait)
 	defer cancel()
-	waited, pending := d.placements.WaitForPeers(ctx, s.keys, s.pod.UID)
+	waited, pending := d.placements.WaitForPeers(ctx, s.Keys, s.Pod.UID)
 	d.waits.Observe(waited.Seconds())
 	if len(pending) > 0 {
 		// Deciding now may miss where those peers land; with the bind verb
@@ -355,14 +304,9 @@ func (d *Decider) waitForPeers(ctx context.Context, s *subject) {
 			names[i] = p.Key()
 		}
 		d.log.WithFields(logrus.Fields{
-			"pod": s.pod.Key(), "waited": waited, "inFlight": names,
+			"pod": s.Pod.Key(), "waited": waited, "inFlight": names,
 		}).Warn("peers still in flight after the wait limit; deciding without them")
 	}
-}
-
-// input is the policy input for s: the pod, its peers and their nodes' labels.
-func (d *Decider) input(s *subject) *policy.Input {
-	return policy.NewInput(s.pod, s.peers, d.placements.NodeLabels)
 }
 
 // candidateNames lists the candidate nodes of args in order, from NodeNames

@@ -41,6 +41,9 @@ func TestDenialsAreLogged(t *testing.T) {
 	bindLikeAPIServer(client)
 	log, hook := logtest.NewNullLogger()
 	d.log = log
+	if err := d.newJudge(nil); err != nil {
+		t.Fatal(err)
+	}
 	pending := esData("es-data-1", "")
 	createPending(t, client, pending)
 	if _, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{
@@ -57,7 +60,7 @@ func TestDenialsAreLogged(t *testing.T) {
 		{"verb": "filter", "pod": "logs/es-data-1", "node": "node-1", "rule": "elasticsearch-data", "reason": reason,
 			"peer": "logs/es-data-0", "resolvable": false, "policyRevision": revision},
 		{"verb": "bind", "pod": "logs/es-data-1", "node": "node-1", "rule": "elasticsearch-data", "reason": reason,
-			"policyRevision": revision},
+			"peer": "logs/es-data-0", "resolvable": false, "policyRevision": revision},
 	}
 	var got []logrus.Fields
 	for _, e := range hook.AllEntries() {

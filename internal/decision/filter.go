@@ -2,16 +2,12 @@ package decision
 
 import (
 	"context"
-	"slices"
-	"strconv"
-	"strings"
 
-	"github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/regosched/regosched/internal/judge"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
 )
@@ -114,7 +110,7 @@ func (d *Decider) filterPod(ctx, ectx context.Context, args *extenderv1.Extender
 		// filter calls back (when in-flight tracking is on): they must not
 		// decide without knowing its node. The record also spares the bind
 		// verb an API read of the pod.
-		d.placements.Reserve(s.pod, s.keys, d.opts.InFlightTTL, s.policy.Origin())
+		d.placements.Reserve(s.Pod, s.Keys, d.opts.InFlightTTL, s.Policy.Origin())
 	}
 	return &Verdict{failed: result, kept: kept}, nil
 }
@@ -154,8 +150,8 @@ func (d *Decider) checkPendingPod(ctx context.Context, s *subject) bool {
 	if d.opts.SchedulerName == "" {
 		return false
 	}
-	own := *s.pod
-	own.Labels = s.ownLabels
+	own := *s.Pod
+	own.Labels = s.OwnLabels
 	if d.opts.Pending != nil && d.opts.Pending.Is(&own) {
 		return true
 	}
@@ -171,58 +167,17 @@ func (d *Decider) checkPendingPod(ctx context.Context, s *subject) bool {
 		real.Labels == own.Labels && real.Priority == own.Priority
 }
 
-// maxRefresh bounds the API reads of refreshPeers for one request: a peer
-// deleted or relabelled just before the retry is the case it serves, so a
-// few reads find it, and more would only spend the budget binds share.
-const maxRefresh = 4
-
-// refreshPeers re-reads from the API the peers that made every candidate
-// fail, and reports whether any of them was stale (gone, replaced, moved,
-// finished or relabelled), in which case s.peers now holds the fresh view.
-//
-// Why: deleting a peer makes kube-scheduler retry the pods it blocked at
-// once, often before our informer has processed the deletion. Refusing
-// then would park the pod as unschedulable until some unrelated event (or
-// the scheduler's 5-minute flush). Only a total refusal is checked: it is
-// rare, and it is the one that strands a pod.
+// refreshPeers has the judge re-read the peers that made every candidate
+// fail (judge.Refresh says what is stale), and reports whether any was.
+// The extender has no second view of the cluster to tell a suspect peer
+// by, so only a total refusal is checked: it is rare, and it is the one
+// that strands a pod.
 func (d *Decider) refreshPeers(ctx context.Context, s *subject, r *extenderv1.ExtenderFilterResult) bool {
-	if d.opts.Client == nil {
-		return false
-	}
-	failed := func(node string) bool {
-		_, a := r.FailedNodes[node]
-		_, b := r.FailedAndUnresolvableNodes[node]
+	return d.judge.Refresh(ctx, s.Subject, func(p *placement.Pod) bool {
+		_, a := r.FailedNodes[p.Node]
+		_, b := r.FailedAndUnresolvableNodes[p.Node]
 		return a || b
-	}
-	fresh := make([]*placement.Pod, 0, len(s.peers))
-	stale, reads := false, 0
-	for _, p := range s.peers {
-		if !failed(p.Node) || reads >= maxRefresh || !d.refreshReads.TryAccept() {
-			fresh = append(fresh, p)
-			continue
-		}
-		reads++
-		obj, err := d.opts.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			stale = true // deleted: drop it
-		case err != nil:
-			fresh = append(fresh, p) // cannot tell: keep what the cache says
-		case obj.UID != p.UID || obj.Spec.NodeName != p.Node ||
-			obj.Status.Phase == v1.PodSucceeded || obj.Status.Phase == v1.PodFailed:
-			stale = true
-		case placement.NewLabels(obj.Labels) != p.Labels:
-			stale = true
-			fresh = append(fresh, placement.PodFromObject(obj))
-		default:
-			fresh = append(fresh, p)
-		}
-	}
-	if stale {
-		d.log.WithField("pod", s.pod.Key()).Debug("placement cache was behind the API; decided again on fresh peers")
-		s.peers = fresh
-	}
-	return stale
+	})
 }
 
 // filter decides which candidates fail, and returns the runs of the kept
@@ -232,52 +187,42 @@ func (d *Decider) refreshPeers(ctx context.Context, s *subject, r *extenderv1.Ex
 func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, []int, []policy.Penalty, error) {
 	names := candidateNames(args)
 	all := compactRuns([]int{0, len(names)})
-	if len(s.peers) == 0 {
-		d.scores.put(s.pod.UID, s.policy, nil) // nothing to prefer: prioritize need not look
+	if len(s.Peers) == 0 {
+		d.scores.put(s.Pod.UID, s.Policy, nil) // nothing to prefer: prioritize need not look
 		return &extenderv1.ExtenderFilterResult{}, all, nil, nil
 	}
-	conflicts, penalties, err := s.policy.Judge(ctx, d.input(s))
+	v, err := d.judge.Judge(ctx, s.Subject)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	// Prioritize, next, scores with these instead of evaluating again.
-	d.scores.put(s.pod.UID, s.policy, penalties)
-	if len(conflicts) == 0 {
-		return &extenderv1.ExtenderFilterResult{}, all, penalties, nil
+	d.scores.put(s.Pod.UID, s.Policy, v.Penalties)
+	if !v.HasConflicts() {
+		return &extenderv1.ExtenderFilterResult{}, all, v.Penalties, nil
 	}
-	conflictsAt := map[string][]policy.Conflict{}
-	for _, c := range conflicts {
-		conflictsAt[c.Node] = append(conflictsAt[c.Node], c)
+	if err := d.judge.WeighPreemption(ctx, v); err != nil {
+		return nil, nil, nil, err
 	}
-	byNode := newFewNodes(conflictsAt)
 	result := &extenderv1.ExtenderFilterResult{
 		FailedNodes:                extenderv1.FailedNodesMap{},
 		FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{},
 	}
 	// One pass over the candidates, in the scheduler's order: a look-up in
-	// byNode (a handful of nodes, most candidates turned away by its
+	// the verdict (a handful of nodes, most candidates turned away by its
 	// fingerprint) per name; the kept ones are picked later (Answer,
 	// AnswerInPlace), in runs between failed ones rather than one by one.
 	var kept []int // start and end of each run of kept candidates
 	start := 0
 	for i, name := range names {
-		cs, ok := byNode.get(name)
-		if !ok {
+		cs := v.At(name)
+		if len(cs) == 0 {
 			continue
 		}
 		kept = append(kept, start, i)
 		start = i + 1
-		resolvable := true
-		for _, c := range cs {
-			if !s.evictable(c.Peer) {
-				resolvable = false
-			}
-		}
-		for _, c := range cs {
-			d.denials.WithLabelValues(c.Rule, strconv.FormatBool(resolvable)).Inc()
-			d.logDenial(s, name, c, resolvable)
-		}
-		reason := joinReasons(cs)
+		resolvable := v.Preemptible(name, nil)
+		d.judge.Denied(s.Subject, name, cs, resolvable, "filter")
+		reason := judge.Reasons(cs)
 		if resolvable {
 			result.FailedNodes[name] = reason
 		} else {
@@ -288,12 +233,12 @@ func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.Exten
 		kept = append(kept, start, len(names))
 	}
 	d.log.WithFields(map[string]any{
-		"pod":          s.pod.Key(),
+		"pod":          s.Pod.Key(),
 		"candidates":   len(names),
 		"failed":       len(result.FailedNodes),
 		"unresolvable": len(result.FailedAndUnresolvableNodes),
 	}).Debug("filter")
-	return result, compactRuns(kept), penalties, nil
+	return result, compactRuns(kept), v.Penalties, nil
 }
 
 // compactRuns drops the empty runs (between adjacent failed candidates).
@@ -332,34 +277,4 @@ func collect[T any](s []T, kept []int) []T {
 		out = append(out, s[kept[r]:kept[r+1]]...)
 	}
 	return out
-}
-
-// logDenial is the decision log of one hard denial: which rule kept the
-// pod off which node, because of which peer, under which policy revision.
-// There is one per conflicting peer's node, not per candidate node, so the
-// volume is bounded by the pod's peers however large the cluster.
-func (d *Decider) logDenial(s *subject, node string, c policy.Conflict, resolvable bool) {
-	fields := logrus.Fields{
-		"pod": s.pod.Key(), "node": node, "rule": c.Rule, "reason": c.Reason,
-		"resolvable": resolvable, "policyRevision": s.policy.Revision(), "verb": "filter",
-	}
-	if p, ok := s.peer(c.Peer); ok {
-		fields["peer"] = p.Key()
-	}
-	d.log.WithFields(fields).Info("denied")
-}
-
-// joinReasons gives one line per distinct reason, in a stable order.
-func joinReasons(cs []policy.Conflict) string {
-	reasons := make([]string, len(cs))
-	for i, c := range cs {
-		reasons[i] = c.Reason
-	}
-	return joinStrings(reasons)
-}
-
-func joinStrings(s []string) string {
-	s = slices.Clone(s)
-	slices.Sort(s)
-	return strings.Join(slices.Compact(s), "; ")
 }

@@ -2,6 +2,7 @@ package decision
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -56,14 +57,31 @@ func TestFilter(t *testing.T) {
 			name: "a lower-priority conflicting peer can be preempted",
 			pod:  redis("cache-0-master", "master", "0", "", 1000),
 			peers: []*placement.Pod{
-				redis("cache-1-master", "master", "1", "node-2", 0),
+				redis("cache-0-replica", "replica", "0", "node-2", 0),
 			},
 			want: &extenderv1.ExtenderFilterResult{
 				NodeNames: names("node-1", "node-3", "node-4"),
 				FailedNodes: extenderv1.FailedNodesMap{
-					"node-2": "redis: master shop/cache-1-master of cluster cache already on this node",
+					"node-2": "redis: replica shop/cache-0-replica of cluster cache (shard 0) already on this node",
 				},
 				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{},
+			},
+		},
+		{
+			// The policy protects Redis masters from preemption: the extender
+			// once reported the node resolvable and left the master to its
+			// preempt verb, while the plugin had default preemption evict it.
+			name: "a lower-priority master the policy protects cannot be preempted",
+			pod:  redis("cache-0-master", "master", "0", "", 1000),
+			peers: []*placement.Pod{
+				redis("cache-1-master", "master", "1", "node-2", 0),
+			},
+			want: &extenderv1.ExtenderFilterResult{
+				NodeNames:   names("node-1", "node-3", "node-4"),
+				FailedNodes: extenderv1.FailedNodesMap{},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
+					"node-2": "redis: master shop/cache-1-master of cluster cache already on this node",
+				},
 			},
 		},
 		{
@@ -161,8 +179,13 @@ func TestFilterCountsDenials(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if got := testutil.ToFloat64(d.denials.WithLabelValues("elasticsearch-data", "false")); got != 1 {
-		t.Errorf("denials{rule=elasticsearch-data,resolvable=false} = %v, want 1", got)
+	want := `
+# HELP regosched_filter_denials_total Candidate nodes a hard rule turned the pending pod away from, by rule and by whether preemption could resolve the conflict.
+# TYPE regosched_filter_denials_total counter
+regosched_filter_denials_total{resolvable="false",rule="elasticsearch-data"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "regosched_filter_denials_total"); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -193,6 +216,9 @@ func TestFilterRefreshesStalePeersBeforeRefusingEverything(t *testing.T) {
 			// filter call may spend reads on its peers.
 			pending := esData("es-data-1", "")
 			d.opts.Client = fake.NewClientset(append(tt.api, profilePod(pending, testScheduler))...)
+			if err := d.newJudge(nil); err != nil {
+				t.Fatal(err)
+			}
 			got, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{
 				Pod: pendingPod(pending), NodeNames: names("node-1"),
 			})
@@ -231,6 +257,10 @@ func TestFilterUsesPendingDescriptions(t *testing.T) {
 		t.Fatalf("pending pods described: %d, want 1", views.Len())
 	}
 	d.opts.Pending = views
+	reg = prometheus.NewRegistry()
+	if err := d.newJudge(reg); err != nil {
+		t.Fatal(err)
+	}
 
 	relabelled := pendingPod(pending)
 	relabelled.Labels["app.kubernetes.io/component"] = "master"
@@ -253,11 +283,34 @@ func TestFilterUsesPendingDescriptions(t *testing.T) {
 			if diff := cmp.Diff(tt.wantKept, *got.NodeNames); diff != "" {
 				t.Errorf("kept (-want +got):\n%s", diff)
 			}
-			ahead := testutil.ToFloat64(d.described.WithLabelValues("ahead"))
-			now := testutil.ToFloat64(d.described.WithLabelValues("in_request"))
+			ahead := counter(t, reg, "regosched_pending_descriptions_total", "when", "ahead")
+			now := counter(t, reg, "regosched_pending_descriptions_total", "when", "in_request")
 			if ahead != tt.wantAhead || now != tt.wantNow {
 				t.Errorf("descriptions used: ahead %v, in request %v; want %v, %v", ahead, now, tt.wantAhead, tt.wantNow)
 			}
 		})
 	}
+}
+
+// counter is the value of the counter name{label="value"} gathered from g
+// (0 when it has no such series).
+func counter(t *testing.T, g prometheus.Gatherer, name, label, value string) float64 {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

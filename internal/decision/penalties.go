@@ -6,54 +6,17 @@ import (
 
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/regosched/regosched/internal/judge"
 	"github.com/regosched/regosched/internal/policy"
 )
 
-// penaltyTable sums a pending pod's soft-rule penalties per candidate node:
-// on the node itself (the hostname key) and on each topology value of the
-// node's labels.
-type penaltyTable struct {
-	onNodes fewNodes[float64] // the hostname key's penalties: a few nodes among the candidates
-	// A slice, not a map, for the loop over candidates: ranging over a map
-	// per candidate costs more than all the rest of that loop.
-	keys []keyedPenalties
-}
-
-type keyedPenalties struct {
-	key    string
-	values map[string]float64
-}
-
-// newPenaltyTable sums penalties per topology key and value; ok is false
-// when there are none.
-func newPenaltyTable(penalties []policy.Penalty) (t penaltyTable, ok bool) {
-	byKey := policy.SumByDomain(penalties)
-	if len(byKey) == 0 {
-		return t, false
+// total is the penalty of candidate i, named name, of args, by t.
+func (d *Decider) total(t *judge.Table, args *extenderv1.ExtenderArgs, i int, name string) float64 {
+	var labels map[string]string
+	if t.NeedsLabels() {
+		labels = d.nodeLabels(args, i, name)
 	}
-	for key, values := range byKey {
-		if key == policy.HostnameKey {
-			t.onNodes = newFewNodes(values)
-			continue
-		}
-		t.keys = append(t.keys, keyedPenalties{key, values})
-	}
-	return t, true
-}
-
-// total is the penalty of candidate i, named name, of args.
-func (t *penaltyTable) total(d *Decider, args *extenderv1.ExtenderArgs, i int, name string) float64 {
-	// The node name is known even for nodes without labels.
-	total, _ := t.onNodes.get(name)
-	if len(t.keys) > 0 {
-		labels := d.nodeLabels(args, i, name)
-		for _, k := range t.keys {
-			if v, ok := labels[k.key]; ok {
-				total += k.values[v]
-			}
-		}
-	}
-	return total
+	return t.Total(name, labels)
 }
 
 // keepBestTier folds the soft rules into filter (Options.SoftInFilter): of
@@ -64,7 +27,7 @@ func (t *penaltyTable) total(d *Decider, args *extenderv1.ExtenderArgs, i int, n
 // away. It returns the runs kept.
 func (d *Decider) keepBestTier(args *extenderv1.ExtenderArgs, s *subject, penalties []policy.Penalty,
 	result *extenderv1.ExtenderFilterResult, kept []int) []int {
-	table, ok := newPenaltyTable(penalties)
+	table, ok := judge.NewTable(penalties)
 	if !ok || len(kept) == 0 {
 		return kept
 	}
@@ -74,7 +37,7 @@ func (d *Decider) keepBestTier(args *extenderv1.ExtenderArgs, s *subject, penalt
 	best, worst := math.Inf(1), 0.0
 	for r := 0; r < len(kept); r += 2 {
 		for i := kept[r]; i < kept[r+1]; i++ {
-			t := table.total(d, args, i, names[i])
+			t := d.total(&table, args, i, names[i])
 			totals[i] = t
 			best, worst = min(best, t), max(worst, t)
 		}
@@ -107,7 +70,7 @@ func (d *Decider) keepBestTier(args *extenderv1.ExtenderArgs, s *subject, penalt
 		}
 		out = append(out, start, kept[r+1])
 	}
-	d.log.WithFields(map[string]any{"pod": s.pod.Key(), "demoted": demoted, "penalty": best}).
+	d.log.WithFields(map[string]any{"pod": s.Pod.Key(), "demoted": demoted, "penalty": best}).
 		Debug("filter: soft rules kept the candidates of the lowest penalty")
 	return compactRuns(out)
 }

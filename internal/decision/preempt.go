@@ -29,35 +29,28 @@ func (d *Decider) preempt(ctx context.Context, args *extenderv1.ExtenderPreempti
 	if err != nil {
 		return nil, err
 	}
-	needed := map[string][]types.UID{} // node -> conflicting peers
-	if len(s.peers) > 0 {
-		conflicts, err := s.policy.Conflicts(ctx, d.input(s))
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range conflicts {
-			needed[c.Node] = append(needed[c.Node], c.Peer)
-		}
+	v, err := d.judge.Conflicts(ctx, s.Subject)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.judge.WeighPreemption(ctx, v); err != nil {
+		return nil, err
 	}
 	result := &extenderv1.ExtenderPreemptionResult{NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{}}
-	protected := map[types.UID]bool{} // memo: a victim may be on several candidates' lists
 	for node, victims := range candidates(args) {
 		uids := slices.Clone(victims.uids)
-		ok := true
-		for _, uid := range needed[node] {
-			if !s.evictable(uid) {
-				ok = false
-				break
-			}
-			if !slices.Contains(uids, uid) {
-				uids = append(uids, uid)
-			}
-		}
-		if !ok {
+		cs := v.At(node)
+		if !v.Preemptible(node, nil) {
 			continue
 		}
+		for _, c := range cs {
+			if !slices.Contains(uids, c.Peer) {
+				uids = append(uids, c.Peer)
+			}
+		}
+		ok := true
 		for _, uid := range uids {
-			p, err := d.isProtected(ctx, s, uid, protected)
+			p, err := d.judge.Protected(ctx, s.Subject, uid)
 			if err != nil {
 				return nil, err
 			}
@@ -112,26 +105,4 @@ func candidates(args *extenderv1.ExtenderPreemptionArgs) map[string]victimList {
 		out[node] = v
 	}
 	return out
-}
-
-// isProtected asks the policy whether a victim must not be evicted. Only
-// pods in the cache (members of a group) can be protected: the policy knows
-// nothing of the others.
-func (d *Decider) isProtected(ctx context.Context, s *subject, uid types.UID, memo map[types.UID]bool) (bool, error) {
-	if v, ok := memo[uid]; ok {
-		return v, nil
-	}
-	pod, ok := s.peer(uid)
-	if !ok {
-		if pod, ok = d.placements.PodByUID(uid); !ok {
-			memo[uid] = false
-			return false, nil
-		}
-	}
-	v, err := s.policy.Protected(ctx, pod)
-	if err != nil {
-		return false, err
-	}
-	memo[uid] = v
-	return v, nil
 }

@@ -3,11 +3,11 @@ package decision
 import (
 	"context"
 	"iter"
-	"math"
 	"sync"
 
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/regosched/regosched/internal/judge"
 	"github.com/regosched/regosched/internal/policy"
 )
 
@@ -22,7 +22,7 @@ func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs)
 	if err != nil {
 		return nil, err
 	}
-	table, ok := newPenaltyTable(penalties)
+	table, ok := judge.NewTable(penalties)
 	if !ok {
 		return noScores, nil
 	}
@@ -30,7 +30,7 @@ func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs)
 	totals := d.totals.get(len(names))
 	var highest float64
 	for i, name := range names {
-		total := table.total(d, args, i, name)
+		total := d.total(&table, args, i, name)
 		totals[i] = total
 		if total > highest { // not math.Max, whose NaN and ±0 cases cost more than the rest of the loop: weights are finite and non-negative (checked when read)
 			highest = total
@@ -46,7 +46,7 @@ func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs)
 		}
 		defer func() { d.totals.put(totals); totals = nil }()
 		for i, name := range names {
-			score := int64(math.Round(float64(extenderv1.MaxExtenderPriority) * (highest - totals[i]) / highest))
+			score := judge.Score(totals[i], highest, extenderv1.MaxExtenderPriority)
 			if score > 0 && !yield(name, score) {
 				return
 			}
@@ -91,11 +91,14 @@ func (d *Decider) penalties(ctx context.Context, args *extenderv1.ExtenderArgs) 
 func (d *Decider) penaltiesNow(ctx context.Context, args *extenderv1.ExtenderArgs) ([]policy.Penalty, error) {
 	// No wait: filter, just before, waited for the same peers.
 	s, err := d.lookup(ctx, args.Pod, false)
-	if err != nil || len(s.peers) == 0 {
+	if err != nil || len(s.Peers) == 0 {
 		return nil, err
 	}
-	_, penalties, err := s.policy.Judge(ctx, d.input(s))
-	return penalties, err
+	v, err := d.judge.Judge(ctx, s.Subject)
+	if err != nil {
+		return nil, err
+	}
+	return v.Penalties, nil
 }
 
 // nodeLabels reads candidate i's labels from the request when it carries

@@ -13,6 +13,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/regosched/regosched/internal/judge"
 	"github.com/regosched/regosched/internal/placement"
 )
 
@@ -49,7 +50,7 @@ func TestFilterReadsPerRequestAreBounded(t *testing.T) {
 		wantMore bool // the pod's peers were re-read
 	}{
 		{name: "a forged pod the API does not have", wantMax: 1},
-		{name: "a pending pod of the profile", inAPI: true, wantMax: 1 + maxRefresh, wantMore: true},
+		{name: "a pending pod of the profile", inAPI: true, wantMax: 1 + judge.MaxRefresh, wantMore: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,7 +103,7 @@ func TestFilterReadsShareOneBudget(t *testing.T) {
 func TestRefreshReadsHaveTheirOwnBudget(t *testing.T) {
 	ctx := context.Background()
 	d, client := newDeciderWith(t, crowdedCluster(), prometheus.NewRegistry(), Options{
-		FilterReadRate: 0.001, FilterReadBurst: 13, RefreshReadRate: 0.001, RefreshReadBurst: 2 * maxRefresh,
+		FilterReadRate: 0.001, FilterReadBurst: 13, RefreshReadRate: 0.001, RefreshReadBurst: 2 * judge.MaxRefresh,
 	})
 	nodes := names("node-1", "node-2", "node-3", "node-4")
 	pending := esData("es-data-1", "")
@@ -121,9 +122,9 @@ func TestRefreshReadsHaveTheirOwnBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// 10 forged verifications, 3 of the real pod, then maxRefresh re-reads
+	// 10 forged verifications, 3 of the real pod, then judge.MaxRefresh re-reads
 	// at its first two refusals and none at the third.
-	if got, want := gets.Load(), int32(10+3+2*maxRefresh); got != want {
+	if got, want := gets.Load(), int32(10+3+2*judge.MaxRefresh); got != want {
 		t.Errorf("read %d pods, want %d", got, want)
 	}
 }

@@ -109,6 +109,8 @@ func TestExplain(t *testing.T) {
 		want *Report
 	}{
 		{
+			// The policy protects masters from preemption: the lower-priority
+			// master's node is no more resolvable than the other.
 			name: "a master fails on the nodes of the other masters of its cluster",
 			pod:  redis("shop", "cache-2-master", "master", "2", "", 100),
 			objs: shop(),
@@ -123,7 +125,7 @@ func TestExplain(t *testing.T) {
 				Scored: true,
 				Nodes: []NodeResult{
 					// Lower priority than the pod: preemption may help.
-					{Node: "node-1", Verdict: Failed, Reason: "redis: master shop/cache-0-master of cluster cache already on this node"},
+					{Node: "node-1", Verdict: Unresolvable, Reason: "redis: master shop/cache-0-master of cluster cache already on this node"},
 					{Node: "node-3", Verdict: Unresolvable, Reason: "redis: master shop/cache-1-master of cluster cache already on this node"},
 					{Node: "node-4", Verdict: OK, Score: score(10)},
 					// A peer of the cluster on it: spread.
@@ -216,10 +218,10 @@ Peer keys: redis/shop/cache
 Peers:     shop/cache-0-master on node-1
            shop/cache-0-replica on node-2
            shop/cache-1-master on node-3
-Nodes:     4: 2 ok, 1 failed, 1 unresolvable
+Nodes:     4: 2 ok, 0 failed, 2 unresolvable
 
 NODE    VERDICT       SCORE  REASON
-node-1  failed        -      redis: master shop/cache-0-master of cluster cache already on this node
+node-1  unresolvable  -      redis: master shop/cache-0-master of cluster cache already on this node
 node-3  unresolvable  -      redis: master shop/cache-1-master of cluster cache already on this node
 node-4  ok            10
 node-2  ok            0
@@ -268,7 +270,7 @@ func TestRenderJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(map[string]any{
-		"node": "node-1", "verdict": "failed", "reason": "redis: master shop/cache-0-master of cluster cache already on this node",
+		"node": "node-1", "verdict": "unresolvable", "reason": "redis: master shop/cache-0-master of cluster cache already on this node",
 	}, raw.Nodes[0]); diff != "" {
 		t.Errorf("first node in JSON mismatch (-want +got):\n%s", diff)
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/regosched/regosched/internal/audit"
+	"github.com/regosched/regosched/internal/judge"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
 	"github.com/regosched/regosched/internal/redisroles"
@@ -326,20 +327,11 @@ func (p *planner) withRole(ctx context.Context, pod *placement.Pod, role string)
 func (p *planner) wouldBreak(ctx context.Context, pod *placement.Pod, changed map[types.UID]*placement.Pod) string {
 	ctx, cancel := context.WithTimeout(ctx, policy.DescribeTimeout)
 	defer cancel()
-	self := *pod
-	self.Node, self.Claims = "", nil
-	keys, c, err := p.pol.DescribePending(ctx, &self)
+	keys, c, err := judge.DescribeStanding(ctx, p.pol, pod)
 	if err != nil {
 		return fmt.Sprintf("the policy cannot describe %s: %v", pod.Key(), err)
 	}
-	self.Claims = c
-	peers := slices.Clone(p.cache.Peers(keys, pod.UID))
-	for i, q := range peers {
-		if h, ok := changed[q.UID]; ok {
-			peers[i] = h
-		}
-	}
-	conflicts, err := p.pol.Conflicts(ctx, policy.NewInput(&self, peers, p.cache.NodeLabels))
+	conflicts, _, err := judge.Standing(ctx, p.pol, p.cache, pod, keys, c, changed)
 	if err != nil {
 		return fmt.Sprintf("the policy cannot judge %s: %v", pod.Key(), err)
 	}

@@ -87,13 +87,12 @@ func benchPlugin(b *testing.B, nodes, pods int) (*Regosched, []fwk.NodeInfo) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pol, err := bundles.Options{}.LoadFS(ctx, regosched.DefaultPolicy(), "default")
-	if err != nil {
-		b.Fatal(err)
-	}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	pl, err := New(ctx, fake.NewClientset(objs...), snapshot, pol, log, 5*time.Minute)
+	pl, err := New(ctx, Config{
+		Bundles: bundles.Config{Default: regosched.DefaultPolicy(), Log: log}, Client: fake.NewClientset(objs...),
+		Snapshot: snapshot, SyncTimeout: 5 * time.Minute, Log: log,
+	})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,21 +2,68 @@ package plugin
 
 import (
 	"context"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/regosched/regosched/internal/placement"
+	"github.com/regosched/regosched/internal/policy"
 )
 
 // EventsToRegister lists what may make a pod that Filter turned away
 // schedulable: a bound peer leaving or changing its labels (its role, after
 // a failover), the pod's own labels changing, and a node arriving or
-// changing its labels (its topology domain).
+// changing its labels (its topology domain). The bound pods' events have a
+// queueing hint: in a large cluster most pods deleted or relabelled are no
+// peer of a pod regosched turned away, and requeueing it for them only
+// repeats the cycle that refused it.
 func (pl *Regosched) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete | fwk.UpdatePodLabel}},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete | fwk.UpdatePodLabel}, QueueingHintFn: pl.isPeerChange},
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.UpdatePodLabel}},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel}},
 	}, nil
+}
+
+// isPeerChange queues pod when the bound pod deleted or relabelled is, or
+// was before the change, in one of pod's groups: only a peer can have kept
+// pod off a node. Anything it cannot tell (no policy, an object of another
+// type, a policy error) queues the pod: a wasted cycle is better than a pod
+// left waiting.
+func (pl *Regosched) isPeerChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	pol := pl.policies.Load()
+	if pol == nil {
+		return fwk.Queue, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), policy.DescribeTimeout)
+	defer cancel()
+	keys, err := pol.PeerKeys(ctx, placement.PodFromObject(pod))
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if len(keys) == 0 {
+		return fwk.QueueSkip, nil // in no group: no peer ever kept it off a node
+	}
+	for _, obj := range []any{oldObj, newObj} {
+		if obj == nil {
+			continue
+		}
+		changed, ok := obj.(*v1.Pod)
+		if !ok {
+			return fwk.Queue, nil
+		}
+		theirs, err := pol.PeerKeys(ctx, placement.PodFromObject(changed))
+		if err != nil {
+			return fwk.Queue, err
+		}
+		if slices.ContainsFunc(theirs, func(k string) bool { return slices.Contains(keys, k) }) {
+			logger.V(5).Info("a peer changed", "pod", klog.KObj(pod), "peer", klog.KObj(changed))
+			return fwk.Queue, nil
+		}
+	}
+	return fwk.QueueSkip, nil
 }
 
 // SignPod refuses to sign: a pod's verdicts depend on where its peers are,

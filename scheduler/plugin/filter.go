@@ -3,38 +3,39 @@ package plugin
 import (
 	"context"
 	"slices"
-	"strings"
 
-	"github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
 // Filter turns a node away when the pending pod would break a hard rule
-// there. The node is Unschedulable when every peer it conflicts with there
-// has a lower priority than the pod, so that default preemption may evict
-// them (its dry run removes them through RemovePod); otherwise it is
+// there. The node is Unschedulable when the judge finds preemption can
+// resolve it (every conflicting peer there of lower priority and not
+// protected by the policy), so that default preemption may evict them (its
+// dry run removes them through RemovePod); otherwise it is
 // UnschedulableAndUnresolvable, and preemption leaves the node alone.
-func (pl *Regosched) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+// PreFilter logged and counted the denials, once per node: Filter runs
+// again for every node of every preemption dry run.
+func (pl *Regosched) Filter(_ context.Context, cs fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	s, err := getState(cs)
 	if err != nil {
 		return fwk.AsStatus(err)
+	}
+	if !s.verdict.HasConflicts() && len(s.added) == 0 && len(s.guarded) == 0 {
+		return nil // most pods, on most nodes
 	}
 	node := nodeInfo.Node()
 	if node == nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "regosched: node not found")
 	}
 	var reasons []string
-	resolvable := true
-	for _, c := range s.conflicts[node.Name] {
-		if s.removed[c.Peer] {
-			continue
-		}
-		reasons = append(reasons, c.Reason)
-		if p, ok := s.peers[c.Peer]; !ok || p.Priority >= s.pod.Priority {
-			resolvable = false
+	for _, c := range s.verdict.At(node.Name) {
+		if !s.removed[c.Peer] {
+			reasons = append(reasons, c.Reason)
 		}
 	}
+	resolvable := s.verdict.Preemptible(node.Name, func(uid types.UID) bool { return s.removed[uid] })
 	for _, cs := range s.added {
 		for _, c := range cs {
 			if c.Node == node.Name {
@@ -44,18 +45,18 @@ func (pl *Regosched) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, n
 			}
 		}
 	}
+	for _, at := range s.guarded {
+		if at == node.Name {
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "regosched: the policy protects a pod here from preemption")
+		}
+	}
 	if len(reasons) == 0 {
 		return nil
 	}
-	slices.Sort(reasons)
-	reasons = slices.Compact(reasons)
-	pl.log.WithFields(logrus.Fields{
-		"pod": s.pod.Key(), "node": node.Name, "reason": strings.Join(reasons, "; "),
-		"resolvable": resolvable, "policyRevision": pl.policy.Revision(),
-	}).Debug("denied")
 	code := fwk.UnschedulableAndUnresolvable
 	if resolvable {
 		code = fwk.Unschedulable
 	}
-	return fwk.NewStatus(code, reasons...)
+	slices.Sort(reasons)
+	return fwk.NewStatus(code, slices.Compact(reasons)...)
 }

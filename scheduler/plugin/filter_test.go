@@ -19,10 +19,13 @@ func TestFilter(t *testing.T) {
 		want    map[string]string
 	}{
 		{
-			name:    "a master avoids both masters; only the lower-priority one may be preempted",
+			// The policy protects masters: preemption may evict neither, not
+			// even the lower-priority one (the conformance table has the
+			// peers preemption may evict).
+			name:    "a master avoids both masters, which the policy protects from preemption",
 			pod:     redis("cache-2-master", "master", "2", 500, ""),
 			wantPre: ok,
-			want:    map[string]string{"n1": unsched, "n2": unresolvable, "n3": ok},
+			want:    map[string]string{"n1": unresolvable, "n2": unresolvable, "n3": ok},
 		},
 		{
 			name:    "a master of priority 100 preempts no peer of equal priority",
@@ -34,7 +37,7 @@ func TestFilter(t *testing.T) {
 			name:    "a replica avoids its own shard's master only",
 			pod:     redis("cache-1-replica", "replica", "1", 2000, ""),
 			wantPre: ok,
-			want:    map[string]string{"n1": ok, "n2": unsched, "n3": ok},
+			want:    map[string]string{"n1": ok, "n2": unresolvable, "n3": ok},
 		},
 	}
 	for _, tt := range tests {
@@ -67,7 +70,7 @@ func TestFilterWhenTheViewsDisagree(t *testing.T) {
 		{
 			name: "a peer bound: the snapshot does not have it yet, the API server does",
 			opts: options{notInSnapshot: []string{"cache-1-master"}},
-			want: map[string]string{"n1": unsched, "n2": unresolvable, "n3": ok},
+			want: map[string]string{"n1": unresolvable, "n2": unresolvable, "n3": ok},
 		},
 	}
 	for _, tt := range tests {

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -48,6 +51,7 @@ func node(name, zone string) *corev1.Node {
 // cache-0's master (priority 100) on n1 and cache-1's (priority 1000) on n2.
 type fixture struct {
 	pl     *Regosched
+	reg    *prometheus.Registry
 	client *fake.Clientset
 	nodes  map[string]fwk.NodeInfo
 	syncs  int // pods sync created
@@ -60,6 +64,9 @@ type options struct {
 	notInSnapshot []string
 	deleted       []string
 	policy        fs.FS // the embedded default when nil
+	// unprotected lifts the default policy's protection of Redis masters
+	// from preemption, for tests of preemption among masters.
+	unprotected bool
 }
 
 func newFixture(t *testing.T) *fixture { return newFixtureWith(t, options{}) }
@@ -94,7 +101,7 @@ func newFixtureWith(t *testing.T, o options) *fixture {
 		return false, nil, nil
 	})
 	snapshot := schedcache.NewSnapshot(snapPods, nodes)
-	f := &fixture{client: client, nodes: map[string]fwk.NodeInfo{}}
+	f := &fixture{client: client, nodes: map[string]fwk.NodeInfo{}, reg: prometheus.NewRegistry()}
 	for _, n := range nodes {
 		ni, err := snapshot.NodeInfos().Get(n.Name)
 		if err != nil {
@@ -102,17 +109,24 @@ func newFixtureWith(t *testing.T, o options) *fixture {
 		}
 		f.nodes[n.Name] = ni
 	}
-	bundle, name := o.policy, "custom"
+	bundle := o.policy
 	if bundle == nil {
-		bundle, name = regosched.DefaultPolicy(), "default"
-	}
-	pol, err := bundles.Options{}.LoadFS(ctx, bundle, name)
-	if err != nil {
-		t.Fatal(err)
+		bundle = regosched.DefaultPolicy()
 	}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	if f.pl, err = New(ctx, client, snapshot, pol, log, 10*time.Second); err != nil {
+	var err error
+	var data string
+	if o.unprotected {
+		data = filepath.Join(t.TempDir(), "data.json")
+		if err := os.WriteFile(data, []byte(`{"workloads":{"redis":{"protected_roles":[]}}}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.pl, err = New(ctx, Config{
+		Bundles: bundles.Config{Default: bundle, DataFile: data, Log: log}, Client: client, Snapshot: snapshot,
+		Registerer: f.reg, SyncTimeout: 10 * time.Second, Log: log,
+	}); err != nil {
 		t.Fatal(err)
 	}
 	return f

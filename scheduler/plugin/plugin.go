@@ -17,8 +17,10 @@ import (
 	"io/fs"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -26,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/regosched/regosched/internal/bundles"
+	"github.com/regosched/regosched/internal/judge"
 	"github.com/regosched/regosched/internal/logbridge"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
@@ -34,14 +37,31 @@ import (
 // Name is the plugin's name in a KubeSchedulerConfiguration.
 const Name = "Regosched"
 
-// Args are the plugin's arguments (pluginConfig[].args).
+// Args are the plugin's arguments (pluginConfig[].args). The policy*
+// fields are `regosched serve`'s --policy* flags, one to one, with the
+// same defaults: a bundle directory, .tar.gz or bundle server URL, its data
+// overlay, how it is watched or polled, and the checks every bundle passes
+// (signature, tests, size) before it replaces the active one between two
+// scheduling cycles.
 type Args struct {
-	// Policy is a bundle directory or .tar.gz file; the embedded default
-	// policy when empty.
-	Policy string `json:"policy,omitempty"`
-	// PolicyData is a JSON or YAML data overlay merged over the bundle's
-	// data, as `regosched serve --policy-data`.
-	PolicyData string `json:"policyData,omitempty"`
+	Policy                   string `json:"policy,omitempty"`
+	PolicyData               string `json:"policyData,omitempty"`
+	PolicyPoll               string `json:"policyPoll,omitempty"`
+	PolicyMinDelay           string `json:"policyMinDelay,omitempty"`
+	PolicyMaxDelay           string `json:"policyMaxDelay,omitempty"`
+	PolicyLongPollingTimeout string `json:"policyLongPollingTimeout,omitempty"`
+	PolicyStartTimeout       string `json:"policyStartTimeout,omitempty"`
+	PolicyBearerTokenFile    string `json:"policyBearerTokenFile,omitempty"`
+	PolicyCACert             string `json:"policyCACert,omitempty"`
+	PolicyInsecure           bool   `json:"policyInsecure,omitempty"`
+	PolicyMaxBytes           int64  `json:"policyMaxBytes,omitempty"`
+	PolicyMaxTotalBytes      int64  `json:"policyMaxTotalBytes,omitempty"`
+	PolicyMaxEntries         int    `json:"policyMaxEntries,omitempty"`
+	PolicyVerificationKey    string `json:"policyVerificationKey,omitempty"`
+	PolicyVerificationKeyID  string `json:"policyVerificationKeyID,omitempty"`
+	PolicySigningAlg         string `json:"policySigningAlg,omitempty"`
+	PolicyScope              string `json:"policyScope,omitempty"`
+	PolicyRunTests           bool   `json:"policyRunTests,omitempty"`
 	// LogLevel is the most verbose of regosched's own entries passed to the
 	// scheduler's log (logrus level names); info when empty.
 	LogLevel string `json:"logLevel,omitempty"`
@@ -50,15 +70,20 @@ type Args struct {
 	SyncTimeout string `json:"syncTimeout,omitempty"`
 }
 
-// Regosched implements the framework's extension points.
+// Regosched implements the framework's extension points over the judge.
 type Regosched struct {
-	policy *policy.Policy
-	cache  *placement.Cache
-	client kubernetes.Interface
+	judge    *judge.Judge
+	policies Policies
+	cache    *placement.Cache
 	// snapshot is the scheduler's view of the pods on each node, which
 	// settles a peer the cache places where the scheduler sees none.
 	snapshot fwk.SharedLister
 	log      logrus.FieldLogger
+}
+
+// Policies gives the policy to judge with (implemented by bundles.Active).
+type Policies interface {
+	Load() *policy.Policy
 }
 
 var (
@@ -75,8 +100,10 @@ var (
 func (*Regosched) Name() string { return Name }
 
 // Factory returns the plugin's constructor for app.WithPlugin, with
-// defaultPolicy (the embedded default bundle) for an empty Args.Policy.
-func Factory(defaultPolicy fs.FS) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+// defaultPolicy (the embedded default bundle) for an empty Args.Policy and
+// reg taking regosched's metrics (kube-scheduler's legacyregistry, so that
+// they are on the scheduler's own /metrics).
+func Factory(defaultPolicy fs.FS, reg prometheus.Registerer) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		if h == nil || h.ClientSet() == nil {
 			return nil, errors.New("regosched plugin: the framework handle has no client")
@@ -89,17 +116,13 @@ func Factory(defaultPolicy fs.FS) func(context.Context, runtime.Object, fwk.Hand
 		if err != nil {
 			return nil, fmt.Errorf("%s args: logLevel: %w", Name, err)
 		}
-		syncTimeout, err := time.ParseDuration(args.SyncTimeout)
-		if err != nil || syncTimeout <= 0 {
-			return nil, fmt.Errorf("%s args: syncTimeout %q is not a positive duration", Name, args.SyncTimeout)
-		}
 		log := logbridge.ToLogr(klog.FromContext(ctx).WithName(Name), level).WithField("plugin", Name)
-		pol, source, err := bundles.Options{DataFile: args.PolicyData}.LoadLocal(ctx, args.Policy, defaultPolicy)
+		cfg, err := args.config(defaultPolicy, log)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", Name, err)
+			return nil, err
 		}
-		log.WithFields(logrus.Fields{"source": source, "policyRevision": pol.Revision()}).Info("policy loaded")
-		return New(ctx, h.ClientSet(), h.SnapshotSharedLister(), pol, log, syncTimeout)
+		cfg.Client, cfg.Snapshot, cfg.Informers, cfg.Registerer = h.ClientSet(), h.SnapshotSharedLister(), h.SharedInformerFactory(), reg
+		return New(ctx, cfg)
 	}
 }
 
@@ -119,32 +142,137 @@ func decodeArgs(obj runtime.Object) (Args, error) {
 			return Args{}, fmt.Errorf("%s args: %w", Name, err)
 		}
 	}
-	if args.LogLevel == "" {
-		args.LogLevel = "info"
+	defaults := []struct {
+		field *string
+		value string
+	}{
+		{&args.LogLevel, "info"}, {&args.SyncTimeout, "2m"},
+		// `regosched serve`'s flag defaults.
+		{&args.PolicyPoll, "2s"}, {&args.PolicyMinDelay, "10s"}, {&args.PolicyMaxDelay, "20s"},
+		{&args.PolicyLongPollingTimeout, "0s"}, {&args.PolicyStartTimeout, "30s"},
+		{&args.PolicyVerificationKeyID, "default"}, {&args.PolicySigningAlg, "RS256"},
 	}
-	if args.SyncTimeout == "" {
-		args.SyncTimeout = "2m"
+	for _, d := range defaults {
+		if *d.field == "" {
+			*d.field = d.value
+		}
 	}
 	return args, nil
 }
 
-// New builds the plugin over client's cluster with pol, and waits (at most
-// syncTimeout) for its placement cache's first list: deciding before it
-// would miss the peers already bound. The cache runs until ctx ends.
-// snapshot is the scheduler's (SnapshotSharedLister); nil skips the
-// cross-check of conflicting peers against it.
-func New(ctx context.Context, client kubernetes.Interface, snapshot fwk.SharedLister, pol *policy.Policy, log logrus.FieldLogger, syncTimeout time.Duration) (*Regosched, error) {
-	describe := policy.Describer(func() *policy.Policy { return pol })
-	c, err := placement.New(client, describe, log.WithField("component", "placement"))
+// config turns args into the plugin's configuration, durations checked.
+func (args Args) config(defaultPolicy fs.FS, log logrus.FieldLogger) (Config, error) {
+	durations := []struct {
+		name     string
+		value    string
+		into     *time.Duration
+		positive bool
+	}{
+		{"syncTimeout", args.SyncTimeout, nil, true},
+		{"policyPoll", args.PolicyPoll, nil, false},
+		{"policyMinDelay", args.PolicyMinDelay, nil, false},
+		{"policyMaxDelay", args.PolicyMaxDelay, nil, false},
+		{"policyLongPollingTimeout", args.PolicyLongPollingTimeout, nil, false},
+		{"policyStartTimeout", args.PolicyStartTimeout, nil, false},
+	}
+	cfg := Config{Log: log, Bundles: bundles.Config{
+		Path: args.Policy, Default: defaultPolicy, DataFile: args.PolicyData,
+		VerificationKey: args.PolicyVerificationKey, VerificationKeyID: args.PolicyVerificationKeyID,
+		SigningAlg: args.PolicySigningAlg, Scope: args.PolicyScope, RunTests: args.PolicyRunTests,
+		BearerTokenFile: args.PolicyBearerTokenFile, CACertFile: args.PolicyCACert,
+		MaxBytes: args.PolicyMaxBytes, MaxTotalBytes: args.PolicyMaxTotalBytes, MaxEntries: args.PolicyMaxEntries,
+		Insecure: args.PolicyInsecure, Log: log.WithField("component", "policy"),
+	}}
+	durations[0].into = &cfg.SyncTimeout
+	durations[1].into = &cfg.Bundles.Poll
+	durations[2].into = &cfg.Bundles.MinDelay
+	durations[3].into = &cfg.Bundles.MaxDelay
+	durations[4].into = &cfg.Bundles.LongPollingTimeout
+	durations[5].into = &cfg.Bundles.StartTimeout
+	for _, d := range durations {
+		v, err := time.ParseDuration(d.value)
+		if err != nil || v < 0 || (d.positive && v == 0) {
+			return Config{}, fmt.Errorf("%s args: %s %q is not a %s duration", Name, d.name, d.value,
+				map[bool]string{true: "positive", false: "non-negative"}[d.positive])
+		}
+		*d.into = v
+	}
+	return cfg, nil
+}
+
+// Config is what the plugin is made of.
+type Config struct {
+	// Bundles is where the policy comes from, and the checks every bundle
+	// passes before it replaces the active one.
+	Bundles bundles.Config
+	Client  kubernetes.Interface
+	// Snapshot is the scheduler's (SnapshotSharedLister); nil skips the
+	// cross-check of conflicting peers against it.
+	Snapshot fwk.SharedLister
+	// Informers is the scheduler's informer factory, which feeds the
+	// placement cache: no second watch of pods and nodes. Nil gives the
+	// cache informers of its own (tests).
+	Informers informers.SharedInformerFactory
+	// Registerer takes regosched's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// SyncTimeout bounds the wait for the placement cache's first list.
+	SyncTimeout time.Duration
+	Log         logrus.FieldLogger
+}
+
+// New builds the plugin: it opens the policy source, waits (at most
+// cfg.SyncTimeout) for its placement cache's first list, since deciding
+// before it would miss the peers already bound, and reloads the policy
+// until ctx ends. A reload re-indexes the cache under the new policy and
+// swaps both at once; a scheduling cycle keeps the policy it started with.
+func New(ctx context.Context, cfg Config) (*Regosched, error) {
+	log := cfg.Log
+	src, err := bundles.Open(ctx, cfg.Bundles)
 	if err != nil {
-		return nil, fmt.Errorf("regosched plugin: %w", err)
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	reg := cfg.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry() // registered nowhere: the metrics are dropped
+	}
+	active, err := bundles.NewActive(reg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (is the plugin enabled in two profiles?)", Name, err)
+	}
+	active.Store(src.First())
+	log.WithFields(logrus.Fields{"source": src.Description(), "policyRevision": src.First().Revision()}).Info("policy loaded")
+	c, err := newCache(cfg, active, log.WithField("component", "placement"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	if err := c.RegisterMetrics(reg); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	j, err := judge.New(judge.Config{Placements: c, Client: cfg.Client, Registerer: reg, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	c.Start(ctx)
-	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
+	syncCtx, cancel := context.WithTimeout(ctx, cfg.SyncTimeout)
 	defer cancel()
 	if !c.WaitForSync(syncCtx) {
-		return nil, fmt.Errorf("regosched plugin: the placement cache did not sync within %s", syncTimeout)
+		return nil, fmt.Errorf("%s: the placement cache did not sync within %s", Name, cfg.SyncTimeout)
 	}
 	log.WithFields(logrus.Fields{"pods": c.PodCount(), "nodes": c.NodeCount()}).Info("placement cache synced")
-	return &Regosched{policy: pol, cache: c, client: client, snapshot: snapshot, log: log}, nil
+	reindex := func(ctx context.Context, p *policy.Policy, store func()) {
+		if err := c.SetKeyFunc(ctx, policy.Describer(func() *policy.Policy { return p }), store); err != nil {
+			log.WithError(err).Warn("policy not activated")
+		}
+	}
+	if reload := src.Reloads(active, reindex); reload != nil {
+		go reload(ctx)
+	}
+	return &Regosched{judge: j, policies: active, cache: c, snapshot: cfg.Snapshot, log: log}, nil
+}
+
+// newCache is the placement cache, fed from the scheduler's informers when
+// cfg has them.
+func newCache(cfg Config, active *bundles.Active, log logrus.FieldLogger) (*placement.Cache, error) {
+	describe := policy.Describer(active.Load)
+	return placement.New(cfg.Client, describe, log)
 }

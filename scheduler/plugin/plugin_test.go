@@ -1,7 +1,11 @@
 package plugin
 
 import (
+	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/sirupsen/logrus"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -14,9 +18,18 @@ func TestDecodeArgs(t *testing.T) {
 		want    Args
 		wantErr bool
 	}{
-		{name: "none", want: Args{LogLevel: "info", SyncTimeout: "2m"}},
-		{name: "all", raw: `{"policy":"/etc/regosched/bundle.tar.gz","policyData":"/etc/regosched/data.yaml","logLevel":"debug","syncTimeout":"30s"}`,
-			want: Args{Policy: "/etc/regosched/bundle.tar.gz", PolicyData: "/etc/regosched/data.yaml", LogLevel: "debug", SyncTimeout: "30s"}},
+		{name: "none", want: defaults(Args{})},
+		{name: "some", raw: `{"policy":"/etc/regosched/bundle.tar.gz","policyData":"/etc/regosched/data.yaml","logLevel":"debug","syncTimeout":"30s"}`,
+			want: defaults(Args{Policy: "/etc/regosched/bundle.tar.gz", PolicyData: "/etc/regosched/data.yaml", LogLevel: "debug", SyncTimeout: "30s"})},
+		{name: "a bundle server, signed", raw: `{"policy":"https://bundles.example/regosched.tar.gz","policyMinDelay":"60s","policyMaxDelay":"120s",` +
+			`"policyBearerTokenFile":"/var/run/token","policyCACert":"/etc/ca.pem","policyVerificationKey":"/etc/key.pem",` +
+			`"policyVerificationKeyID":"k1","policySigningAlg":"ES256","policyScope":"prod","policyRunTests":true,` +
+			`"policyMaxBytes":1000,"policyMaxTotalBytes":2000,"policyMaxEntries":30,"policyInsecure":false,"policyStartTimeout":"1m","policyLongPollingTimeout":"30s","policyPoll":"0s"}`,
+			want: Args{Policy: "https://bundles.example/regosched.tar.gz", PolicyMinDelay: "60s", PolicyMaxDelay: "120s",
+				PolicyBearerTokenFile: "/var/run/token", PolicyCACert: "/etc/ca.pem", PolicyVerificationKey: "/etc/key.pem",
+				PolicyVerificationKeyID: "k1", PolicySigningAlg: "ES256", PolicyScope: "prod", PolicyRunTests: true,
+				PolicyMaxBytes: 1000, PolicyMaxTotalBytes: 2000, PolicyMaxEntries: 30, PolicyStartTimeout: "1m",
+				PolicyLongPollingTimeout: "30s", PolicyPoll: "0s", LogLevel: "info", SyncTimeout: "2m"}},
 		{name: "an unknown field", raw: `{"polcy":"x"}`, wantErr: true},
 		{name: "not JSON", raw: `{`, wantErr: true},
 	}
@@ -32,6 +45,44 @@ func TestDecodeArgs(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, got); !tt.wantErr && diff != "" {
 				t.Errorf("decodeArgs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// defaults fills a's empty fields with `regosched serve`'s flag defaults.
+func defaults(a Args) Args {
+	for _, d := range []struct {
+		field *string
+		value string
+	}{
+		{&a.LogLevel, "info"}, {&a.SyncTimeout, "2m"}, {&a.PolicyPoll, "2s"}, {&a.PolicyMinDelay, "10s"},
+		{&a.PolicyMaxDelay, "20s"}, {&a.PolicyLongPollingTimeout, "0s"}, {&a.PolicyStartTimeout, "30s"},
+		{&a.PolicyVerificationKeyID, "default"}, {&a.PolicySigningAlg, "RS256"},
+	} {
+		if *d.field == "" {
+			*d.field = d.value
+		}
+	}
+	return a
+}
+
+func TestArgsConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    Args
+		wantErr string
+	}{
+		{name: "defaults", args: defaults(Args{})},
+		{name: "a negative poll", args: defaults(Args{PolicyPoll: "-1s"}), wantErr: `policyPoll "-1s" is not a non-negative duration`},
+		{name: "no sync timeout", args: defaults(Args{SyncTimeout: "0s"}), wantErr: `syncTimeout "0s" is not a positive duration`},
+		{name: "not a duration", args: defaults(Args{PolicyMaxDelay: "soon"}), wantErr: `policyMaxDelay "soon" is not a non-negative duration`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.args.config(nil, logrus.New())
+			if got := fmt.Sprint(err); (tt.wantErr == "" && err != nil) || (tt.wantErr != "" && !strings.Contains(got, tt.wantErr)) {
+				t.Errorf("config() error = %v, want %q", err, tt.wantErr)
 			}
 		})
 	}

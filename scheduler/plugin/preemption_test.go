@@ -13,7 +13,7 @@ import (
 // The preemption dry run: RemovePod and AddPod on a clone of the state
 // change what Filter says there and nowhere else.
 func TestPreemptionDryRun(t *testing.T) {
-	f := newFixture(t)
+	f := newFixtureWith(t, options{unprotected: true})
 	pod := redis("cache-2-master", "master", "2", 500, "")
 	cs, _ := f.preFilter(t, pod)
 	ctx := context.Background()

@@ -7,11 +7,10 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/regosched/regosched/internal/judge"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
 )
@@ -23,23 +22,22 @@ const stateKey fwk.StateKey = "PreFilter" + Name
 // Score and Reserve, and what preemption's dry run edits through AddPod and
 // RemovePod on its clones.
 type state struct {
-	// pod is the pending pod as the policy described it; keys its groups.
-	pod  *placement.Pod
-	keys []string
-	// peers are the pod's bound or assumed peers at PreFilter, by UID.
-	peers map[types.UID]*placement.Pod
-	// conflicts are the hard rules' verdicts at PreFilter, by node, and
-	// penalties the soft rules'; both read-only once built.
-	conflicts map[string][]policy.Conflict
-	penalties []policy.Penalty
+	// subject is the pending pod among its peers, as the judge has it;
+	// verdict the rules' answer. Both read-only once PreFilter returns.
+	subject *judge.Subject
+	verdict *judge.Verdict
 	// removed are the peers that a preemption dry run took off their node.
 	removed map[types.UID]bool
 	// added are the conflicts with pods that a dry run put on a node and
 	// that were no peer at PreFilter (nominated pods), by that pod's UID.
 	added map[types.UID][]policy.Conflict
-	// scores is the soft rules' penalties by topology key and value, built
-	// by PreScore.
-	scores map[string]map[string]float64
+	// guarded are the pods a dry run took off their node that the policy
+	// protects from preemption (a Redis master), with that node: no victim
+	// set there is acceptable, as the extender's preempt verb drops such
+	// nodes.
+	guarded map[types.UID]string
+	// table sums the soft rules' penalties by domain, built by PreScore.
+	table judge.Table
 	// assumed is the pod as Reserve recorded it in the cache, for Unreserve.
 	assumed *placement.Pod
 }
@@ -49,6 +47,7 @@ func (s *state) Clone() fwk.StateData {
 	c := *s
 	c.removed = maps.Clone(s.removed)
 	c.added = maps.Clone(s.added)
+	c.guarded = maps.Clone(s.guarded)
 	return &c
 }
 
@@ -64,9 +63,9 @@ func getState(cs fwk.CycleState) (*state, error) {
 	return s, nil
 }
 
-// PreFilter describes the pending pod, finds its peers in the placement
-// cache and judges the hard and soft rules against them, once for every
-// candidate node. A pod in no group skips Filter: no rule can concern it.
+// PreFilter has the judge describe the pending pod, find its peers and
+// judge the hard and soft rules against them, once for every candidate
+// node.
 func (pl *Regosched) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if !pl.cache.HasSynced() {
 		return nil, fwk.NewStatus(fwk.Error, "regosched: the placement cache has not synced")
@@ -74,136 +73,104 @@ func (pl *Regosched) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.P
 	// A policy that runs away must not hold the scheduler's one cycle.
 	ctx, cancel := context.WithTimeout(ctx, policy.DescribeTimeout)
 	defer cancel()
-	s, err := pl.judge(ctx, pod)
+	s, err := pl.prefilter(ctx, pod)
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("regosched: pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}
 	cs.Write(stateKey, s)
-	if len(s.keys) == 0 {
-		return nil, fwk.NewStatus(fwk.Skip)
-	}
+	// A pod in no group is not skipped: no rule concerns it, but default
+	// preemption for it must still spare the pods the policy protects
+	// (RemovePod), as the extender's preempt verb does. Filter answers it
+	// at once.
 	return nil, nil
 }
 
-// judge builds the state of pod.
-func (pl *Regosched) judge(ctx context.Context, pod *v1.Pod) (*state, error) {
-	p := placement.PodFromObject(pod)
-	p.Node = "" // a stale node name must not make the pending pod look placed
-	keys, described, err := pl.policy.DescribePending(ctx, p)
+// prefilter builds the state of pod.
+func (pl *Regosched) prefilter(ctx context.Context, pod *v1.Pod) (*state, error) {
+	sub, err := pl.judge.Describe(ctx, pl.policies.Load(), pod)
 	if err != nil {
 		return nil, err
 	}
-	p.Claims = described
-	s := &state{pod: p, keys: keys, removed: map[types.UID]bool{}, added: map[types.UID][]policy.Conflict{}}
-	if len(keys) == 0 {
-		return s, nil
-	}
-	peers := pl.cache.Peers(keys, p.UID)
-	s.peers = make(map[types.UID]*placement.Pod, len(peers))
-	for _, peer := range peers {
-		s.peers[peer.UID] = peer
-	}
-	if len(peers) == 0 {
-		return s, nil
-	}
-	conflicts, penalties, err := pl.policy.Judge(ctx, policy.NewInput(p, peers, pl.cache.NodeLabels))
-	if err != nil {
+	s := &state{subject: sub, removed: map[types.UID]bool{}, added: map[types.UID][]policy.Conflict{}, guarded: map[types.UID]string{}}
+	pl.judge.FindPeers(sub)
+	if s.verdict, err = pl.judge.Judge(ctx, sub); err != nil {
 		return nil, err
 	}
-	gone := pl.gonePeers(ctx, s, conflicts)
-	s.conflicts = make(map[string][]policy.Conflict)
-	for _, c := range conflicts {
-		if !gone[c.Peer] {
-			s.conflicts[c.Node] = append(s.conflicts[c.Node], c)
+	if s.verdict.HasConflicts() && pl.judge.Refresh(ctx, sub, pl.disputed(s.verdict)) {
+		if s.verdict, err = pl.judge.Judge(ctx, sub); err != nil {
+			return nil, err
 		}
 	}
-	for _, pen := range penalties {
-		if !gone[pen.Peer] {
-			s.penalties = append(s.penalties, pen)
-		}
+	if err := pl.judge.WeighPreemption(ctx, s.verdict); err != nil {
+		return nil, err
 	}
-	for uid := range gone {
-		delete(s.peers, uid)
-	}
+	sub.Index() // Filter, AddPod and RemovePod read it from many goroutines
+	s.verdict.Nodes(func(node string, cs []policy.Conflict) {
+		pl.judge.Denied(sub, node, cs, s.verdict.Preemptible(node, nil), "filter")
+	})
 	return s, nil
 }
 
-// maxChecks bounds the API reads of gonePeers per cycle.
-const maxChecks = 32
-
-// gonePeers returns the conflicting peers that the cache still holds but
-// that are gone from the API server. Why: deleting a peer (a preemption
-// victim, say) makes the scheduler retry the pods it blocked at once, from
-// its own informer, often before the cache's informer has seen the
-// deletion; deciding on the cache alone would then refuse the node again,
-// and preemption would pick a second victim elsewhere. Only a peer absent
-// from the scheduler's snapshot of its node is read from the API: the two
-// views disagree, and the API server settles it.
-func (pl *Regosched) gonePeers(ctx context.Context, s *state, conflicts []policy.Conflict) map[types.UID]bool {
-	if pl.snapshot == nil {
-		return nil
-	}
-	gone := map[types.UID]bool{}
-	checked := map[types.UID]bool{}
-	for _, c := range conflicts {
-		if checked[c.Peer] || len(checked) >= maxChecks {
-			continue
+// disputed picks the conflicting peers the scheduler's snapshot disagrees
+// about, for the judge to re-read: absent from their node there, or with
+// other labels. The scheduler retries a pod as soon as its own informer
+// sees a peer deleted or relabelled, often before the placement cache
+// has; the two views then disagree, and the API server settles it.
+func (pl *Regosched) disputed(v *judge.Verdict) func(*placement.Pod) bool {
+	conflicting := map[types.UID]bool{}
+	v.Nodes(func(_ string, cs []policy.Conflict) {
+		for _, c := range cs {
+			conflicting[c.Peer] = true
 		}
-		checked[c.Peer] = true
-		peer, ok := s.peers[c.Peer]
-		if !ok || pl.inSnapshot(peer) {
-			continue
+	})
+	return func(peer *placement.Pod) bool {
+		if !conflicting[peer.UID] || pl.snapshot == nil {
+			return false
 		}
-		obj, err := pl.client.CoreV1().Pods(peer.Namespace).Get(ctx, peer.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			gone[c.Peer] = true
-		case err != nil: // cannot tell: the cache's word stands
-		case obj.UID != peer.UID || (obj.Spec.NodeName != "" && obj.Spec.NodeName != peer.Node) ||
-			obj.Status.Phase == v1.PodSucceeded || obj.Status.Phase == v1.PodFailed:
-			// Not bound yet is no sign of gone: a pod Reserve recorded is
-			// bound only once its binding call returns.
-			gone[c.Peer] = true
-		}
+		seen, ok := pl.inSnapshot(peer)
+		return !ok || placement.NewLabels(seen.Labels) != peer.Labels
 	}
-	if len(gone) > 0 {
-		pl.log.WithFields(map[string]any{"pod": s.pod.Key(), "gone": len(gone)}).
-			Debug("placement cache was behind the API; decided without the peers gone")
-	}
-	return gone
 }
 
-// inSnapshot reports whether the scheduler's snapshot has peer on its node.
-func (pl *Regosched) inSnapshot(peer *placement.Pod) bool {
+// inSnapshot returns peer as the scheduler's snapshot has it on its node.
+func (pl *Regosched) inSnapshot(peer *placement.Pod) (*v1.Pod, bool) {
 	ni, err := pl.snapshot.NodeInfos().Get(peer.Node)
 	if err != nil || ni == nil {
-		return false
+		return nil, false
 	}
 	for _, pi := range ni.GetPods() {
-		if pi.GetPod().UID == peer.UID {
-			return true
+		if p := pi.GetPod(); p.UID == peer.UID {
+			return p, true
 		}
 	}
-	return false
+	return nil, false
 }
 
 // PreFilterExtensions returns the plugin: preemption's dry run tells it
 // which pods it takes off or puts on a node.
 func (pl *Regosched) PreFilterExtensions() fwk.PreFilterExtensions { return pl }
 
-// RemovePod takes a peer off its node for this cycle's clone of the state:
-// the conflicts it caused there no longer count. This is what lets default
-// preemption evict a lower-priority peer that breaks a rule.
-func (pl *Regosched) RemovePod(_ context.Context, cs fwk.CycleState, _ *v1.Pod, info fwk.PodInfo, _ fwk.NodeInfo) *fwk.Status {
+// RemovePod takes a pod off its node for this cycle's clone of the state:
+// the conflicts a peer caused there no longer count, which is what lets
+// default preemption evict a lower-priority peer that breaks a rule. A pod
+// the policy protects makes the node unacceptable for this dry run.
+func (pl *Regosched) RemovePod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, info fwk.PodInfo, nodeInfo fwk.NodeInfo) *fwk.Status {
 	s, err := getState(cs)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
 	uid := info.GetPod().UID
-	if _, ok := s.peers[uid]; ok {
+	if _, ok := s.subject.Peer(uid); ok {
 		s.removed[uid] = true
 	}
 	delete(s.added, uid)
+	protected, err := pl.judge.Protected(ctx, s.subject, uid)
+	if err != nil {
+		return fwk.AsStatus(fmt.Errorf("regosched: %w", err))
+	}
+	if protected && nodeInfo.Node() != nil {
+		s.guarded[uid] = nodeInfo.Node().Name
+	}
 	return nil
 }
 
@@ -218,33 +185,32 @@ func (pl *Regosched) AddPod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, i
 		return fwk.AsStatus(err)
 	}
 	add := info.GetPod()
-	if _, ok := s.peers[add.UID]; ok {
+	node := nodeInfo.Node()
+	delete(s.guarded, add.UID) // a protected victim reprieved
+	if _, ok := s.subject.Peer(add.UID); ok {
 		delete(s.removed, add.UID)
 		return nil
 	}
-	if add.Spec.NodeName != "" || add.UID == s.pod.UID {
+	if len(s.subject.Keys) == 0 || add.Spec.NodeName != "" || add.UID == s.subject.Pod.UID || node == nil {
 		// A bound pod that was no peer at PreFilter is in none of the
 		// pending pod's groups: the cache indexes every bound pod in one.
-		return nil
-	}
-	node := nodeInfo.Node()
-	if node == nil {
 		return nil
 	}
 	peer := placement.PodFromObject(add)
 	peer.Node = node.Name
 	ctx, cancel := context.WithTimeout(ctx, policy.DescribeTimeout)
 	defer cancel()
-	keys, described, err := pl.policy.DescribePeer(ctx, peer)
+	pol := s.subject.Policy
+	keys, described, err := pol.DescribePeer(ctx, peer)
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("regosched: nominated pod %s/%s: %w", add.Namespace, add.Name, err))
 	}
-	if !slices.ContainsFunc(keys, func(k string) bool { return slices.Contains(s.keys, k) }) {
+	if !slices.ContainsFunc(keys, func(k string) bool { return slices.Contains(s.subject.Keys, k) }) {
 		return nil
 	}
 	peer.Claims = described
-	in := &policy.Input{Pod: s.pod, Peers: []*placement.Pod{peer}, Nodes: map[string]map[string]string{node.Name: node.Labels}}
-	conflicts, err := pl.policy.Conflicts(ctx, in)
+	in := &policy.Input{Pod: s.subject.Pod, Peers: []*placement.Pod{peer}, Nodes: map[string]map[string]string{node.Name: node.Labels}}
+	conflicts, err := pol.Conflicts(ctx, in)
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("regosched: nominated pod %s/%s: %w", add.Namespace, add.Name, err))
 	}

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -14,24 +13,27 @@ import (
 // the scheduler's own cache assumes it: the next pod's PreFilter, which may
 // run before this binding is seen, must count it among its peers. The
 // informer's report of the binding replaces the record later.
-func (pl *Regosched) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+func (pl *Regosched) Reserve(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, nodeName string) *fwk.Status {
 	s, err := getState(cs)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	if len(s.keys) == 0 {
+	if len(s.subject.Keys) == 0 {
 		return nil
 	}
-	placed := *s.pod
-	placed.Node = nodeName
 	ctx, cancel := context.WithTimeout(ctx, policy.DescribeTimeout)
 	defer cancel()
-	// Its peers read the pod's marks, which the pending description left out.
-	if _, placed.Claims, err = pl.policy.DescribePeer(ctx, &placed); err != nil {
-		return fwk.AsStatus(fmt.Errorf("regosched: pod %s/%s: %w", pod.Namespace, pod.Name, err))
+	placed, err := pl.judge.Placed(ctx, s.subject, nodeName)
+	if err != nil {
+		return fwk.AsStatus(err)
 	}
-	pl.cache.Assume(&placed, s.keys, nil)
-	s.assumed = &placed
+	pol := s.subject.Policy
+	if !pl.cache.Assume(placed, s.subject.Keys, func() bool { return pl.policies.Load() == pol }) {
+		// Recorded under the policy before a reload, the pod could be missed
+		// by the new index: the scheduler tries the pod again instead.
+		return fwk.NewStatus(fwk.Error, "regosched: the policy changed while reserving the pod")
+	}
+	s.assumed = placed
 	return nil
 }
 

@@ -15,7 +15,7 @@ import (
 // reserved pod out (it did about one run in 40, when it happened to land
 // after Reserve).
 func TestReserveAndUnreserve(t *testing.T) {
-	f := newFixture(t)
+	f := newFixtureWith(t, options{unprotected: true})
 	ctx := context.Background()
 	first := redis("cache-2-master", "master", "2", 500, "")
 	next := redis("cache-3-master", "master", "3", 500, "")

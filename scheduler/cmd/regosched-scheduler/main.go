@@ -1,7 +1,8 @@
 // Command regosched-scheduler is kube-scheduler with regosched built in as
 // the framework plugin "Regosched" (enable it in a profile of the
 // KubeSchedulerConfiguration; see deploy/plugin/). It takes every
-// kube-scheduler flag.
+// kube-scheduler flag, and serves regosched's regosched_* metrics on the
+// scheduler's own /metrics.
 //
 // REGOSCHED_CPU_PROFILE=FILE writes a CPU profile of the whole run to FILE
 // when the scheduler exits (kube-scheduler's own /debug/pprof needs its
@@ -14,6 +15,7 @@ import (
 	"runtime/pprof"
 
 	"k8s.io/component-base/cli"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/regosched/regosched"
@@ -26,7 +28,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cmd := app.NewSchedulerCommand(app.WithPlugin(plugin.Name, plugin.Factory(regosched.DefaultPolicy())))
+	cmd := app.NewSchedulerCommand(app.WithPlugin(plugin.Name, plugin.Factory(regosched.DefaultPolicy(), legacyregistry.Registerer())))
 	code := cli.Run(cmd)
 	stop()
 	os.Exit(code)

@@ -1,4 +1,4 @@
-package decision
+package judge
 
 // fewNodes is a map from a few node names (a pod's peers' nodes: a handful)
 // that is asked about every candidate node (thousands). Most candidates are

@@ -1,0 +1,191 @@
+package plugin
+
+import (
+	"context"
+	"io"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/bundles"
+	"github.com/regosched/regosched/internal/judge"
+	"github.com/regosched/regosched/internal/judge/judgetest"
+)
+
+// TestConformance runs the front ends' conformance table through the
+// plugin's PreFilter, Filter, PreScore, Score and NormalizeScore;
+// internal/decision runs the same table through the extender's verbs.
+func TestConformance(t *testing.T) {
+	for _, tc := range judgetest.Cases() {
+		t.Run(tc.Name, func(t *testing.T) {
+			pl, nodes := conformancePlugin(t, tc)
+			ctx := context.Background()
+			cs := framework.NewCycleState()
+			if _, st := pl.PreFilter(ctx, cs, tc.Pending, nodes); !st.IsSuccess() {
+				t.Fatalf("PreFilter = %v", st)
+			}
+			got := map[string]judgetest.Outcome{}
+			var passing []fwk.NodeInfo
+			for _, ni := range nodes {
+				st := pl.Filter(ctx, cs, tc.Pending, ni)
+				switch st.Code() {
+				case fwk.Success:
+					got[ni.Node().Name] = judgetest.Pass
+					passing = append(passing, ni)
+				case fwk.Unschedulable:
+					got[ni.Node().Name] = judgetest.Preemptible
+				case fwk.UnschedulableAndUnresolvable:
+					got[ni.Node().Name] = judgetest.Unresolvable
+				default:
+					t.Fatalf("Filter on %s = %v", ni.Node().Name, st)
+				}
+			}
+			if diff := cmp.Diff(tc.Want, got); diff != "" {
+				t.Errorf("filter (-want +got):\n%s", diff)
+			}
+			var names []string
+			for _, ni := range passing {
+				names = append(names, ni.Node().Name)
+			}
+			if diff := cmp.Diff(wantScores(tc, names, fwk.MaxScore), scores(t, pl, cs, tc.Pending, passing)); diff != "" {
+				t.Errorf("scores (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// scores runs PreScore, Score and NormalizeScore as the framework does,
+// without the nodes that score 0 and with none when PreScore skips (no
+// preference), as the extender answers.
+func scores(t *testing.T, pl *Regosched, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	got := map[string]int64{}
+	if len(nodes) == 0 {
+		return got // the framework scores no node when none passes
+	}
+	st := pl.PreScore(ctx, cs, pod, nodes)
+	if st.Code() == fwk.Skip {
+		return got
+	}
+	if !st.IsSuccess() {
+		t.Fatalf("PreScore = %v", st)
+	}
+	var list fwk.NodeScoreList
+	for _, ni := range nodes {
+		s, st := pl.Score(ctx, cs, pod, ni)
+		if !st.IsSuccess() {
+			t.Fatalf("Score = %v", st)
+		}
+		list = append(list, fwk.NodeScore{Name: ni.Node().Name, Score: s})
+	}
+	if st := pl.NormalizeScore(ctx, cs, pod, list); !st.IsSuccess() {
+		t.Fatalf("NormalizeScore = %v", st)
+	}
+	highest := slices.MaxFunc(list, func(a, b fwk.NodeScore) int { return int(a.Score - b.Score) })
+	for _, s := range list {
+		// All nodes at the maximum: no preference, as the extender says by
+		// giving no scores.
+		if s.Score > 0 && !(highest.Score == fwk.MaxScore && allEqual(list)) {
+			got[s.Name] = s.Score
+		}
+	}
+	return got
+}
+
+func allEqual(list fwk.NodeScoreList) bool {
+	for _, s := range list {
+		if s.Score != list[0].Score {
+			return false
+		}
+	}
+	return true
+}
+
+// wantScores are the scores of the nodes passing, out of maxScore, without
+// those that score 0; none when no node has a penalty.
+func wantScores(tc judgetest.Case, passing []string, maxScore int64) map[string]int64 {
+	var highest float64
+	for _, n := range passing {
+		highest = max(highest, tc.Penalties[n])
+	}
+	want := map[string]int64{}
+	if highest == 0 {
+		return want
+	}
+	for _, n := range passing {
+		if s := judge.Score(tc.Penalties[n], highest, maxScore); s > 0 {
+			want[n] = s
+		}
+	}
+	return want
+}
+
+// conformancePlugin is the plugin whose placement cache lists tc's nodes
+// and bound pods, and whose scheduler snapshot and API reads see tc.Now:
+// the cache behind the scheduler's informer and the API server.
+func conformancePlugin(t *testing.T, tc judgetest.Case) (*Regosched, []fwk.NodeInfo) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var objs []runtime.Object
+	for _, n := range tc.Nodes {
+		objs = append(objs, n)
+	}
+	var now []*corev1.Pod // the snapshot's bound pods
+	for _, p := range tc.Bound {
+		objs = append(objs, p)
+		q, changed := tc.Now[p.Name]
+		switch {
+		case !changed:
+			now = append(now, p)
+		case q != nil && q.Spec.NodeName != "":
+			now = append(now, q)
+		}
+	}
+	objs = append(objs, tc.Pending)
+	client := fake.NewClientset(objs...)
+	client.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		name := a.(k8stesting.GetAction).GetName()
+		q, ok := tc.Now[name]
+		switch {
+		case !ok:
+			return false, nil, nil
+		case q == nil:
+			return true, nil, apierrors.NewNotFound(corev1.Resource("pods"), name)
+		default:
+			return true, q.DeepCopy(), nil
+		}
+	})
+	snapshot := schedcache.NewSnapshot(now, tc.Nodes)
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	pl, err := New(ctx, Config{
+		Bundles: bundles.Config{Default: regosched.DefaultPolicy(), Log: log}, Client: client, Snapshot: snapshot,
+		SyncTimeout: 10 * time.Second, Log: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes []fwk.NodeInfo
+	for _, n := range tc.Nodes {
+		ni, err := snapshot.NodeInfos().Get(n.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, ni)
+	}
+	return pl, nodes
+}
