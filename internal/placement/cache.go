@@ -3,6 +3,7 @@ package placement
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -33,7 +34,8 @@ type KeyFunc func(ctx context.Context, pod *Pod) (keys []string, c *claims.Claim
 const boundPods = "spec.nodeName!=,status.phase!=" + string(corev1.PodSucceeded) +
 	",status.phase!=" + string(corev1.PodFailed)
 
-// Cache is the live placement view. Create it with New, then call Start.
+// Cache is the live placement view. Create it with New, then call Start;
+// or, inside kube-scheduler, with NewFromInformers.
 type Cache struct {
 	log       logrus.FieldLogger
 	factories []informers.SharedInformerFactory
@@ -115,9 +117,54 @@ func newIndex() index {
 		assumed: map[string]*assumption{}}
 }
 
-// New builds a cache over the cluster that client talks to. keys tells which
-// pods matter and how they group; SetKeyFunc replaces it later.
+// New builds a cache over the cluster that client talks to, with informers
+// of its own that Start runs. keys tells which pods matter and how they
+// group; SetKeyFunc replaces it later.
 func New(client kubernetes.Interface, keys KeyFunc, log logrus.FieldLogger, opts ...Option) (*Cache, error) {
+	// Pending and finished pods should never reach this process: the field
+	// selector filters them on the API server. upsertLocked does not rely
+	// on it (a fake API server ignores field selectors).
+	podFactory, pods := podRecordInformer(client, boundPods, stripPod)
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(stripNode))
+	c := newCache(keys, log, opts)
+	c.factories = []informers.SharedInformerFactory{podFactory, nodeFactory}
+	if err := c.feed(pods, nodeFactory.Core().V1().Nodes().Informer(), c.writer().handlers()); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// NewFromInformers builds a cache fed by informers that another component
+// owns, starts and stops: kube-scheduler's shared informer factory when
+// regosched runs inside it as a framework plugin, so that the cluster's
+// pods and nodes are listed and watched once, by the scheduler. pods must
+// hold *corev1.Pod and nodes *corev1.Node objects, as a factory's
+// Core().V1().Pods() and Core().V1().Nodes() informers do; ask the factory
+// for them before it is started. keys is as for New.
+//
+// The cache registers an event handler on pods and nothing else: it never
+// lists or watches, and its Start and Shutdown do nothing. HasSynced and
+// WaitForSync wait until that handler has indexed every pod of the pod
+// informer's initial list and the node informer has its initial list.
+//
+// pods may hold every pod, pending and finished ones included: the cache
+// indexes the pods that New's field selector selects (bound and not
+// finished), a pod that becomes bound arriving as added and one that
+// finishes as deleted; a pending pod's deletion ends its flight (Reserve).
+// The informers' objects are shared with their owner and are only read.
+func NewFromInformers(pods, nodes cache.SharedIndexInformer, keys KeyFunc, log logrus.FieldLogger, opts ...Option) (*Cache, error) {
+	if pods == nil || nodes == nil {
+		return nil, errors.New("placement cache: a pod and a node informer are both needed")
+	}
+	c := newCache(keys, log, opts)
+	if err := c.feed(pods, nodes, c.selectingWriter()); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// newCache is a cache with no informers yet.
+func newCache(keys KeyFunc, log logrus.FieldLogger, opts []Option) *Cache {
 	c := &Cache{
 		log:           log,
 		clock:         clock.RealClock{},
@@ -131,31 +178,35 @@ func New(client kubernetes.Interface, keys KeyFunc, log logrus.FieldLogger, opts
 		o(c)
 	}
 	c.keyFunc.Store(&keys)
-
-	// Pending and finished pods should never reach this process: the field
-	// selector filters them on the API server. upsertLocked does not rely
-	// on it (a fake API server ignores field selectors).
-	podFactory, pods := podRecordInformer(client, boundPods, stripPod)
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(stripNode))
-	c.factories = []informers.SharedInformerFactory{podFactory, nodeFactory}
-	c.pods = pods
-	reg, err := c.pods.AddEventHandler(c.writer().handlers())
-	if err != nil {
-		return nil, fmt.Errorf("registering pod event handler: %w", err)
-	}
-	c.nodes = nodeFactory.Core().V1().Nodes().Informer()
-	c.synced = []cache.InformerSynced{reg.HasSynced, c.nodes.HasSynced}
-	return c, nil
+	return c
 }
 
-// Start runs the informers until ctx ends. It does not wait for them to sync.
+// feed has the cache read pods and nodes, with events from pods through
+// handler. The cache reads the node informer's store alone, whose
+// HasSynced then tells that it is complete: a handler on nodes would only
+// be woken by every node's status updates.
+func (c *Cache) feed(pods, nodes cache.SharedIndexInformer, handler cache.ResourceEventHandler) error {
+	// Set before the handler may run: a started informer calls it at once.
+	c.pods, c.nodes = pods, nodes
+	reg, err := pods.AddEventHandler(handler)
+	if err != nil {
+		return fmt.Errorf("registering pod event handler: %w", err)
+	}
+	c.synced = []cache.InformerSynced{reg.HasSynced, nodes.HasSynced}
+	return nil
+}
+
+// Start runs the cache's own informers (New's) until ctx ends. It does not
+// wait for them to sync. A cache from NewFromInformers has none: their
+// owner runs the informers it reads.
 func (c *Cache) Start(ctx context.Context) {
 	for _, f := range c.factories {
 		f.Start(ctx.Done())
 	}
 }
 
-// Shutdown waits for the informers' goroutines once ctx given to Start ended.
+// Shutdown waits for the cache's own informers' goroutines once ctx given
+// to Start ended.
 func (c *Cache) Shutdown() {
 	for _, f := range c.factories {
 		f.Shutdown()
@@ -182,6 +233,25 @@ func (c *Cache) WaitForSync(ctx context.Context) bool {
 func (c *Cache) writer() recordWriter {
 	return recordWriter{mu: &c.writeMu, upsert: c.upsertLocked, remove: c.removeLocked}
 }
+
+// selectingWriter is writer for a pod informer of full pods that lists
+// more pods than boundPods selects. Adds and updates pass as a watch with
+// that selector would see them: of the pods it selects only, a pod that
+// becomes bound being added and one that finishes deleted. Every delete
+// passes: a pod deleted before it was seen bound ends its flight (and
+// leaves the index if the bind verb assumed it), which New's informers do
+// not see; the index holds no other unbound pod.
+func (c *Cache) selectingWriter() cache.ResourceEventHandler {
+	return everyDelete{cache.FilteringResourceEventHandler{FilterFunc: occupiesNode, Handler: c.writer().handlers()}}
+}
+
+// everyDelete is a FilteringResourceEventHandler whose filter applies to
+// adds and updates only.
+type everyDelete struct {
+	cache.FilteringResourceEventHandler
+}
+
+func (h everyDelete) OnDelete(obj any) { h.Handler.OnDelete(obj) }
 
 // Peers returns the cached pods that share at least one of keys, except the
 // pod whose UID is self, sorted by namespace and name. The cost depends on
@@ -219,6 +289,8 @@ func inAnyGroup(groups map[string]map[string]*Pod, keys []string, p *Pod) bool {
 }
 
 // NodeLabels returns the labels of a node, and whether the node is known.
+// The map is the node informer's own, shared with its owner: it is not to
+// be modified.
 func (c *Cache) NodeLabels(name string) (map[string]string, bool) {
 	obj, ok, err := c.nodes.GetIndexer().GetByKey(name)
 	if err != nil || !ok {
@@ -339,9 +411,18 @@ func (c *Cache) supersedes(a *assumption, r *podRecord) bool {
 	case slices.Contains(a.older, r.uid):
 		return false
 	}
-	obj, ok, err := c.pods.GetStore().GetByKey(podKey(r.namespace, r.name))
-	cur, isRecord := obj.(*podRecord)
-	return err == nil && ok && isRecord && cur.uid == r.uid
+	cur, ok := c.storedRecord(podKey(r.namespace, r.name))
+	return ok && cur.uid == r.uid
+}
+
+// storedRecord is the record of what the pod informer's store holds under
+// name.
+func (c *Cache) storedRecord(name string) (*podRecord, bool) {
+	obj, ok, err := c.pods.GetStore().GetByKey(name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	return recordOf(obj)
 }
 
 // add puts a pod in its groups; a pod without groups is left out.

@@ -28,7 +28,15 @@ func TestCacheInitialList(t *testing.T) {
 		newPod("shop", "web-0", map[string]string{nameLabel: "web"}, onNode("node-1")),
 		newPod("shop", "bare", nil, onNode("node-1")),
 	}
-	c, _ := startCache(t, byInstance, nil, objs...)
+	for _, feed := range feeds {
+		t.Run(feed.name, func(t *testing.T) {
+			testCacheInitialList(t, feed.start, objs)
+		})
+	}
+}
+
+func testCacheInitialList(t *testing.T, start startFunc, objs []kruntime.Object) {
+	c, _ := start(t, byInstance, nil, copies(objs)...)
 
 	if got, want := c.PodCount(), 5; got != want {
 		t.Errorf("PodCount() = %d, want %d", got, want)
@@ -294,23 +302,21 @@ func TestCacheEvents(t *testing.T) {
 			wantCount: 3,
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			objs := make([]kruntime.Object, len(initial))
-			for i, o := range initial {
-				objs[i] = o.DeepCopyObject()
-			}
-			c, client := startCache(t, byInstanceAndRole, nil, objs...)
-			tt.action(t, client)
-			flush(t, c, client)
-			for key, want := range tt.want {
-				if diff := cmp.Diff(want, names(c.Peers([]string{key}, ""))); diff != "" {
-					t.Errorf("Peers(%q) mismatch (-want +got):\n%s", key, diff)
+	for _, feed := range feeds {
+		for _, tt := range tests {
+			t.Run(feed.name+"/"+tt.name, func(t *testing.T) {
+				c, client := feed.start(t, byInstanceAndRole, nil, copies(initial)...)
+				tt.action(t, client)
+				flush(t, c, client)
+				for key, want := range tt.want {
+					if diff := cmp.Diff(want, names(c.Peers([]string{key}, ""))); diff != "" {
+						t.Errorf("Peers(%q) mismatch (-want +got):\n%s", key, diff)
+					}
 				}
-			}
-			if got := c.PodCount(); got != tt.wantCount {
-				t.Errorf("PodCount() = %d, want %d", got, tt.wantCount)
-			}
-		})
+				if got := c.PodCount(); got != tt.wantCount {
+					t.Errorf("PodCount() = %d, want %d", got, tt.wantCount)
+				}
+			})
+		}
 	}
 }

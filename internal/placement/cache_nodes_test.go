@@ -9,7 +9,13 @@ import (
 )
 
 func TestCacheNodes(t *testing.T) {
-	c, client := startCache(t, byInstance, nil,
+	for _, feed := range feeds {
+		t.Run(feed.name, func(t *testing.T) { testCacheNodes(t, feed.start) })
+	}
+}
+
+func testCacheNodes(t *testing.T, start startFunc) {
+	c, client := start(t, byInstance, nil,
 		newNode("node-1", map[string]string{"topology.kubernetes.io/zone": "a", "kubernetes.io/hostname": "node-1"}),
 		newNode("node-2", nil))
 

@@ -16,6 +16,7 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -124,31 +125,95 @@ func newNode(name string, labels map[string]string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: labels}}
 }
 
-// startCache runs a cache over a fake clientset holding objs, waits for its
-// initial sync, and stops it at the end of the test.
+// startCache runs a cache with informers of its own (New) over a fake
+// clientset holding objs, waits for its initial sync, and stops it at the
+// end of the test.
 func startCache(t testing.TB, keys KeyFunc, log logrus.FieldLogger, objs ...kruntime.Object) (*Cache, *fake.Clientset) {
 	t.Helper()
-	if log == nil {
-		l, _ := logtest.NewNullLogger()
-		log = l
-	}
 	client := fake.NewClientset(objs...)
-	c, err := New(client, keys, log)
+	c, err := New(client, keys, quiet(log))
 	if err != nil {
 		t.Fatalf("New() error = %v", err)
 	}
+	run(t, c, nil)
+	return c, client
+}
+
+// startShared is startCache for a cache fed by a shared informer factory
+// that the test owns, as kube-scheduler's is (NewFromInformers).
+func startShared(t testing.TB, keys KeyFunc, log logrus.FieldLogger, objs ...kruntime.Object) (*Cache, *fake.Clientset) {
+	t.Helper()
+	client := fake.NewClientset(objs...)
+	c, factory := newShared(t, client, keys, log)
+	run(t, c, factory)
+	return c, client
+}
+
+// newShared is a cache fed by a new shared informer factory over client,
+// neither started.
+func newShared(t testing.TB, client kubernetes.Interface, keys KeyFunc, log logrus.FieldLogger) (*Cache, informers.SharedInformerFactory) {
+	t.Helper()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := NewFromInformers(factory.Core().V1().Pods().Informer(), factory.Core().V1().Nodes().Informer(), keys, quiet(log))
+	if err != nil {
+		t.Fatalf("NewFromInformers() error = %v", err)
+	}
+	return c, factory
+}
+
+// startFunc starts a cache over a fake clientset holding objs: startCache
+// or startShared.
+type startFunc func(t testing.TB, keys KeyFunc, log logrus.FieldLogger, objs ...kruntime.Object) (*Cache, *fake.Clientset)
+
+// feeds are the ways a cache is fed, for tests that hold for both.
+var feeds = []struct {
+	name  string
+	start startFunc
+}{
+	{"own informers", startCache},
+	{"shared informers", startShared},
+}
+
+// run starts c and owner (the factory of c's informers, nil when c has
+// its own), waits for c's initial sync, and stops both at the end of the
+// test.
+func run(t testing.TB, c *Cache, owner informers.SharedInformerFactory) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	c.Start(ctx)
+	if owner != nil {
+		owner.Start(ctx.Done())
+	}
 	t.Cleanup(func() {
 		cancel()
 		c.Shutdown()
+		if owner != nil {
+			owner.Shutdown()
+		}
 	})
 	syncCtx, syncCancel := context.WithTimeout(ctx, 30*time.Second)
 	defer syncCancel()
 	if !c.WaitForSync(syncCtx) {
 		t.Fatal("cache did not sync within 30s")
 	}
-	return c, client
+}
+
+// copies deep-copies objs, so that each test case starts from its own.
+func copies(objs []kruntime.Object) []kruntime.Object {
+	out := make([]kruntime.Object, len(objs))
+	for i, o := range objs {
+		out[i] = o.DeepCopyObject()
+	}
+	return out
+}
+
+// quiet is log, or a logger that discards when log is nil.
+func quiet(log logrus.FieldLogger) logrus.FieldLogger {
+	if log == nil {
+		l, _ := logtest.NewNullLogger()
+		return l
+	}
+	return log
 }
 
 // names returns namespace/name of pods, in order.

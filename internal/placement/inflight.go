@@ -158,10 +158,8 @@ func (c *Cache) otherIncarnationsLocked(name string, uid types.UID) []types.UID 
 			note(other)
 		}
 	}
-	if obj, ok, err := c.pods.GetStore().GetByKey(name); err == nil && ok {
-		if r, ok := obj.(*podRecord); ok {
-			note(r.uid)
-		}
+	if r, ok := c.storedRecord(name); ok {
+		note(r.uid)
 	}
 	return out
 }

@@ -185,7 +185,13 @@ func TestAssume(t *testing.T) {
 }
 
 func TestDeleteEndsFlight(t *testing.T) {
-	c, client := startCache(t, byInstance, nil)
+	for _, feed := range feeds {
+		t.Run(feed.name, func(t *testing.T) { testDeleteEndsFlight(t, feed.start) })
+	}
+}
+
+func testDeleteEndsFlight(t *testing.T, start startFunc) {
+	c, client := start(t, byInstance, nil)
 	obj := newPod("shop", "cache-0", redis("cache", "master"))
 	a := PodFromObject(obj)
 	keys, _, _ := byInstance(context.Background(), a)

@@ -9,7 +9,13 @@ import (
 )
 
 func TestRegisterMetrics(t *testing.T) {
-	c, _ := startCache(t, byInstance, nil,
+	for _, feed := range feeds {
+		t.Run(feed.name, func(t *testing.T) { testRegisterMetrics(t, feed.start) })
+	}
+}
+
+func testRegisterMetrics(t *testing.T, start startFunc) {
+	c, _ := start(t, byInstance, nil,
 		newPod("shop", "cache-0", redis("cache", "master"), onNode("node-1")),
 		newPod("shop", "cache-1", redis("cache", "replica"), onNode("node-2")),
 		newPod("shop", "cache-pending", redis("cache", "replica")),

@@ -27,6 +27,20 @@ func podRecordInformer(client kubernetes.Interface, fieldSelector string, strip 
 	return f, i
 }
 
+// recordOf is the record of an object of a pod informer's store or events:
+// the object itself where the informer stores records (the cache's own,
+// through stripPod), else a record made from a full *corev1.Pod (a foreign
+// informer's, NewFromInformers), which is read and never modified.
+func recordOf(obj any) (*podRecord, bool) {
+	switch o := obj.(type) {
+	case *podRecord:
+		return o, true
+	case *corev1.Pod:
+		return newPodRecord(o), true
+	}
+	return nil, false
+}
+
 // recordWriter routes a pod informer's events on stripped records to the
 // writers of a store, under the store's write lock, so that writing every
 // record again (after a policy change) never overwrites a newer event with
@@ -43,7 +57,7 @@ func (w recordWriter) handlers() cache.ResourceEventHandlerFuncs {
 }
 
 func (w recordWriter) add(obj any) {
-	r, ok := obj.(*podRecord)
+	r, ok := recordOf(obj)
 	if !ok {
 		return
 	}
@@ -53,8 +67,8 @@ func (w recordWriter) add(obj any) {
 }
 
 func (w recordWriter) update(oldObj, newObj any) {
-	oldPod, ok1 := oldObj.(*podRecord)
-	newPod, ok2 := newObj.(*podRecord)
+	oldPod, ok1 := recordOf(oldObj)
+	newPod, ok2 := recordOf(newObj)
 	if ok1 && ok2 && samePlacement(oldPod, newPod) {
 		// Status churn: nothing a policy reads has changed, skip the policy call.
 		return
@@ -66,7 +80,7 @@ func (w recordWriter) delete(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	r, ok := obj.(*podRecord)
+	r, ok := recordOf(obj)
 	if !ok {
 		return
 	}
@@ -82,7 +96,7 @@ func (w recordWriter) rewrite(ctx context.Context, store cache.Store, swap func(
 	defer w.mu.Unlock()
 	swap()
 	for _, obj := range store.List() {
-		if r, ok := obj.(*podRecord); ok {
+		if r, ok := recordOf(obj); ok {
 			w.upsert(ctx, r)
 		}
 	}

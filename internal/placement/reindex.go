@@ -35,7 +35,7 @@ func (c *Cache) SetKeyFunc(ctx context.Context, keys KeyFunc, activate func()) e
 			stopTracking()
 			return fmt.Errorf("re-indexing pods: %w", ctx.Err())
 		}
-		if r, ok := obj.(*podRecord); ok && assumed[podKey(r.namespace, r.name)] == nil {
+		if r, ok := recordOf(obj); ok && assumed[podKey(r.namespace, r.name)] == nil {
 			c.addRecord(ctx, &next, keys, r)
 		}
 	}
@@ -65,10 +65,7 @@ func (c *Cache) SetKeyFunc(ctx context.Context, keys KeyFunc, activate func()) e
 // it, else that record. The caller holds writeMu, or a is from a snapshot
 // taken under it (a name written since is described again).
 func (c *Cache) describeName(ctx context.Context, ix *index, keys KeyFunc, name string, a *assumption) {
-	var r *podRecord
-	if obj, ok, err := c.pods.GetStore().GetByKey(name); err == nil && ok {
-		r, _ = obj.(*podRecord)
-	}
+	r, _ := c.storedRecord(name)
 	if a != nil && (r == nil || !c.supersedes(a, r)) {
 		c.describeAssumed(ctx, ix, keys, name, a)
 		return

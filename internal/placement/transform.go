@@ -86,6 +86,13 @@ func stripPod(obj any) (any, error) {
 		// Tombstones (cache.DeletedFinalStateUnknown) and other values pass unchanged.
 		return obj, nil
 	}
+	return newPodRecord(p), nil
+}
+
+// newPodRecord is the record of p: the one conversion of a pod to what the
+// cache keeps, for the cache's own informers (stripPod) and for a foreign
+// informer's full pods alike (recordOf). It only reads p.
+func newPodRecord(p *corev1.Pod) *podRecord {
 	var prio int32
 	if p.Spec.Priority != nil {
 		prio = *p.Spec.Priority
@@ -100,8 +107,20 @@ func stripPod(obj any) (any, error) {
 		labels:          NewLabels(p.Labels),
 		nodeName:        unique.Make(p.Spec.NodeName).Value(),
 		priority:        prio,
-		terminal:        p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
-	}, nil
+		terminal:        finished(p),
+	}
+}
+
+// finished: p succeeded or failed; it occupies no node any more.
+func finished(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// occupiesNode is the boundPods field selector as a filter on a foreign
+// informer's full pods: bound and not finished.
+func occupiesNode(obj any) bool {
+	p, ok := obj.(*corev1.Pod)
+	return ok && p.Spec.NodeName != "" && !finished(p)
 }
 
 // stripPodFor is stripPod for the pending pods of scheduler: it also
