@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,49 +167,72 @@ func mastersApart(t *testing.T, client kubernetes.Interface) {
 	}
 }
 
-// One node per master: a fourth master fits nowhere. Of higher priority, it
-// preempts exactly one low-priority master, the one on the node it gets;
-// of equal priority it preempts nothing.
+// dataPod is the Elasticsearch data pod i of cluster logs, of priority
+// class class: data pods of one cluster never share a node, and the policy
+// does not protect them from preemption.
+func dataPod(i int, class string) *corev1.Pod {
+	p := ls.ESPod(ns, "logs", fmt.Sprintf("logs-data-%d", i), "data")
+	p.Spec.PriorityClassName = class
+	return p
+}
+
+// staysPending fails the test unless p stays pending for quietFor with no
+// pod marked for deletion, and then deletes p.
+func staysPending(t *testing.T, client kubernetes.Interface, p *corev1.Pod) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, waitLimit, true, func(context.Context) (bool, error) {
+		return failedScheduling(t, client, p) != "", nil
+	})
+	if err != nil {
+		t.Fatalf("no FailedScheduling event for %s: %v", p.Name, err)
+	}
+	deadline := time.Now().Add(quietFor)
+	for time.Now().Before(deadline) {
+		list, err := client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range list.Items {
+			if q.DeletionTimestamp != nil || (q.Name == p.Name && q.Spec.NodeName != "") {
+				t.Fatalf("pod %s: node %q, deletion %v: want nothing preempted and %s pending", q.Name, q.Spec.NodeName, q.DeletionTimestamp, p.Name)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("%s pending: %s", p.Name, failedScheduling(t, client, p))
+	if err := client.CoreV1().Pods(ns).Delete(t.Context(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// One master and one data pod per node: a fourth of either fits nowhere.
+// A data pod of higher priority preempts exactly one low-priority data pod,
+// the one on the node it gets; of equal priority it preempts nothing. A
+// master of higher priority preempts nothing either: the policy protects
+// masters from preemption, as the extender's preempt verb does.
 func TestPreemptionOfAConflictingPeer(t *testing.T) {
 	c := startCluster(t)
 	client := c.Client()
 
 	bound := map[string]string{} // pod name -> node
-	for shard := range nodes {
-		p := create(t, client, master(shard, prioLow))
-		bound[p.Name] = waitBound(t, client, p)
+	for i := range nodes {
+		for _, p := range []*corev1.Pod{master(i, prioLow), dataPod(i, prioLow)} {
+			p = create(t, client, p)
+			bound[p.Name] = waitBound(t, client, p)
+		}
 	}
 	mastersApart(t, client)
 
-	t.Run("an equal-priority master preempts nothing", func(t *testing.T) {
-		p := create(t, client, master(nodes, prioLow))
-		err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, waitLimit, true, func(context.Context) (bool, error) {
-			return failedScheduling(t, client, p) != "", nil
-		})
-		if err != nil {
-			t.Fatalf("no FailedScheduling event for %s: %v", p.Name, err)
-		}
-		deadline := time.Now().Add(quietFor)
-		for time.Now().Before(deadline) {
-			list, err := client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, q := range list.Items {
-				if q.DeletionTimestamp != nil || (q.Name == p.Name && q.Spec.NodeName != "") {
-					t.Fatalf("pod %s: node %q, deletion %v: want nothing preempted and %s pending", q.Name, q.Spec.NodeName, q.DeletionTimestamp, p.Name)
-				}
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		t.Logf("%s pending: %s", p.Name, failedScheduling(t, client, p))
-		if err := client.CoreV1().Pods(ns).Delete(t.Context(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
-			t.Fatal(err)
-		}
+	t.Run("an equal-priority data pod preempts nothing", func(t *testing.T) {
+		staysPending(t, client, create(t, client, dataPod(nodes, prioLow)))
 	})
 
-	t.Run("a higher-priority master preempts the master on its node", func(t *testing.T) {
-		p := create(t, client, master(nodes+1, prioHigh))
+	t.Run("a higher-priority master preempts no master: the policy protects them", func(t *testing.T) {
+		staysPending(t, client, create(t, client, master(nodes, prioHigh)))
+	})
+
+	t.Run("a higher-priority data pod preempts the data pod on its node", func(t *testing.T) {
+		p := create(t, client, dataPod(nodes+1, prioHigh))
 		var victims []string
 		var node string
 		err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, waitLimit, true, func(ctx context.Context) (bool, error) {
@@ -228,13 +252,13 @@ func TestPreemptionOfAConflictingPeer(t *testing.T) {
 			t.Fatalf("%s not bound (victims %v): %v (last FailedScheduling: %s)", p.Name, victims, err, failedScheduling(t, client, p))
 		}
 		victims = slices.Compact(victims)
-		if len(victims) != 1 {
-			t.Fatalf("victims %v, want one master", victims)
+		if len(victims) != 1 || !strings.HasPrefix(victims[0], "logs-data-") {
+			t.Fatalf("victims %v, want one data pod", victims)
 		}
 		if bound[victims[0]] != node {
 			t.Errorf("%s bound to %s, but the victim was on %s", p.Name, node, bound[victims[0]])
 		}
 		mastersApart(t, client)
-		t.Logf("%s bound to %s after preempting the master there", p.Name, node)
+		t.Logf("%s bound to %s after preempting the data pod there", p.Name, node)
 	})
 }

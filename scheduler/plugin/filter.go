@@ -22,7 +22,7 @@ func (pl *Regosched) Filter(_ context.Context, cs fwk.CycleState, _ *v1.Pod, nod
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	if !s.verdict.HasConflicts() && len(s.added) == 0 && len(s.guarded) == 0 {
+	if !s.verdict.HasConflicts() && len(s.added) == 0 {
 		return nil // most pods, on most nodes
 	}
 	node := nodeInfo.Node()
@@ -43,11 +43,6 @@ func (pl *Regosched) Filter(_ context.Context, cs fwk.CycleState, _ *v1.Pod, nod
 				reasons = append(reasons, c.Reason)
 				resolvable = false
 			}
-		}
-	}
-	for _, at := range s.guarded {
-		if at == node.Name {
-			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "regosched: the policy protects a pod here from preemption")
 		}
 	}
 	if len(reasons) == 0 {

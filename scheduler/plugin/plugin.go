@@ -79,6 +79,9 @@ type Regosched struct {
 	// settles a peer the cache places where the scheduler sees none.
 	snapshot fwk.SharedLister
 	log      logrus.FieldLogger
+	// syncTimeout bounds the first cycles' wait for the placement cache,
+	// fed by the scheduler's informers once the scheduler starts them.
+	syncTimeout time.Duration
 }
 
 // Policies gives the policy to judge with (implemented by bundles.Active).
@@ -215,7 +218,8 @@ type Config struct {
 	Informers informers.SharedInformerFactory
 	// Registerer takes regosched's metrics; nil registers none.
 	Registerer prometheus.Registerer
-	// SyncTimeout bounds the wait for the placement cache's first list.
+	// SyncTimeout bounds the wait for the placement cache's first list: at
+	// New with informers of its own, else at the first scheduling cycles.
 	SyncTimeout time.Duration
 	Log         logrus.FieldLogger
 }
@@ -252,13 +256,15 @@ func New(ctx context.Context, cfg Config) (*Regosched, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	c.Start(ctx)
-	syncCtx, cancel := context.WithTimeout(ctx, cfg.SyncTimeout)
-	defer cancel()
-	if !c.WaitForSync(syncCtx) {
-		return nil, fmt.Errorf("%s: the placement cache did not sync within %s", Name, cfg.SyncTimeout)
+	if cfg.Informers == nil {
+		c.Start(ctx)
+		syncCtx, cancel := context.WithTimeout(ctx, cfg.SyncTimeout)
+		defer cancel()
+		if !c.WaitForSync(syncCtx) {
+			return nil, fmt.Errorf("%s: the placement cache did not sync within %s", Name, cfg.SyncTimeout)
+		}
+		log.WithFields(logrus.Fields{"pods": c.PodCount(), "nodes": c.NodeCount()}).Info("placement cache synced")
 	}
-	log.WithFields(logrus.Fields{"pods": c.PodCount(), "nodes": c.NodeCount()}).Info("placement cache synced")
 	reindex := func(ctx context.Context, p *policy.Policy, store func()) {
 		if err := c.SetKeyFunc(ctx, policy.Describer(func() *policy.Policy { return p }), store); err != nil {
 			log.WithError(err).Warn("policy not activated")
@@ -267,12 +273,16 @@ func New(ctx context.Context, cfg Config) (*Regosched, error) {
 	if reload := src.Reloads(active, reindex); reload != nil {
 		go reload(ctx)
 	}
-	return &Regosched{judge: j, policies: active, cache: c, snapshot: cfg.Snapshot, log: log}, nil
+	return &Regosched{judge: j, policies: active, cache: c, snapshot: cfg.Snapshot, log: log, syncTimeout: cfg.SyncTimeout}, nil
 }
 
 // newCache is the placement cache, fed from the scheduler's informers when
-// cfg has them.
+// cfg has them: the cluster's pods and nodes are then listed and watched
+// once, by the scheduler, which starts them after every plugin is built.
 func newCache(cfg Config, active *bundles.Active, log logrus.FieldLogger) (*placement.Cache, error) {
 	describe := policy.Describer(active.Load)
+	if cfg.Informers != nil {
+		return placement.NewFromInformers(cfg.Informers.Core().V1().Pods().Informer(), cfg.Informers.Core().V1().Nodes().Informer(), describe, log)
+	}
 	return placement.New(cfg.Client, describe, log)
 }

@@ -31,11 +31,6 @@ type state struct {
 	// added are the conflicts with pods that a dry run put on a node and
 	// that were no peer at PreFilter (nominated pods), by that pod's UID.
 	added map[types.UID][]policy.Conflict
-	// guarded are the pods a dry run took off their node that the policy
-	// protects from preemption (a Redis master), with that node: no victim
-	// set there is acceptable, as the extender's preempt verb drops such
-	// nodes.
-	guarded map[types.UID]string
 	// table sums the soft rules' penalties by domain, built by PreScore.
 	table judge.Table
 	// assumed is the pod as Reserve recorded it in the cache, for Unreserve.
@@ -47,7 +42,6 @@ func (s *state) Clone() fwk.StateData {
 	c := *s
 	c.removed = maps.Clone(s.removed)
 	c.added = maps.Clone(s.added)
-	c.guarded = maps.Clone(s.guarded)
 	return &c
 }
 
@@ -65,10 +59,17 @@ func getState(cs fwk.CycleState) (*state, error) {
 
 // PreFilter has the judge describe the pending pod, find its peers and
 // judge the hard and soft rules against them, once for every candidate
-// node.
+// node. A pod in no group skips Filter: no rule can concern it.
 func (pl *Regosched) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if !pl.cache.HasSynced() {
-		return nil, fwk.NewStatus(fwk.Error, "regosched: the placement cache has not synced")
+		// The scheduler waits for its informers before its first cycle;
+		// the cache's handler on them may lag a moment behind.
+		syncCtx, cancel := context.WithTimeout(ctx, pl.syncTimeout)
+		synced := pl.cache.WaitForSync(syncCtx)
+		cancel()
+		if !synced {
+			return nil, fwk.NewStatus(fwk.Error, "regosched: the placement cache has not synced")
+		}
 	}
 	// A policy that runs away must not hold the scheduler's one cycle.
 	ctx, cancel := context.WithTimeout(ctx, policy.DescribeTimeout)
@@ -78,10 +79,9 @@ func (pl *Regosched) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		return nil, fwk.AsStatus(fmt.Errorf("regosched: pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}
 	cs.Write(stateKey, s)
-	// A pod in no group is not skipped: no rule concerns it, but default
-	// preemption for it must still spare the pods the policy protects
-	// (RemovePod), as the extender's preempt verb does. Filter answers it
-	// at once.
+	if len(s.subject.Keys) == 0 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
 	return nil, nil
 }
 
@@ -91,7 +91,7 @@ func (pl *Regosched) prefilter(ctx context.Context, pod *v1.Pod) (*state, error)
 	if err != nil {
 		return nil, err
 	}
-	s := &state{subject: sub, removed: map[types.UID]bool{}, added: map[types.UID][]policy.Conflict{}, guarded: map[types.UID]string{}}
+	s := &state{subject: sub, removed: map[types.UID]bool{}, added: map[types.UID][]policy.Conflict{}}
 	pl.judge.FindPeers(sub)
 	if s.verdict, err = pl.judge.Judge(ctx, sub); err != nil {
 		return nil, err
@@ -150,11 +150,11 @@ func (pl *Regosched) inSnapshot(peer *placement.Pod) (*v1.Pod, bool) {
 // which pods it takes off or puts on a node.
 func (pl *Regosched) PreFilterExtensions() fwk.PreFilterExtensions { return pl }
 
-// RemovePod takes a pod off its node for this cycle's clone of the state:
-// the conflicts a peer caused there no longer count, which is what lets
-// default preemption evict a lower-priority peer that breaks a rule. A pod
-// the policy protects makes the node unacceptable for this dry run.
-func (pl *Regosched) RemovePod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, info fwk.PodInfo, nodeInfo fwk.NodeInfo) *fwk.Status {
+// RemovePod takes a peer off its node for this cycle's clone of the state:
+// the conflicts it caused there no longer count, which is what lets default
+// preemption evict a lower-priority peer that breaks a rule (Filter has
+// already turned away, as unresolvable, the nodes of protected peers).
+func (pl *Regosched) RemovePod(_ context.Context, cs fwk.CycleState, _ *v1.Pod, info fwk.PodInfo, _ fwk.NodeInfo) *fwk.Status {
 	s, err := getState(cs)
 	if err != nil {
 		return fwk.AsStatus(err)
@@ -164,13 +164,6 @@ func (pl *Regosched) RemovePod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod
 		s.removed[uid] = true
 	}
 	delete(s.added, uid)
-	protected, err := pl.judge.Protected(ctx, s.subject, uid)
-	if err != nil {
-		return fwk.AsStatus(fmt.Errorf("regosched: %w", err))
-	}
-	if protected && nodeInfo.Node() != nil {
-		s.guarded[uid] = nodeInfo.Node().Name
-	}
 	return nil
 }
 
@@ -186,12 +179,11 @@ func (pl *Regosched) AddPod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, i
 	}
 	add := info.GetPod()
 	node := nodeInfo.Node()
-	delete(s.guarded, add.UID) // a protected victim reprieved
 	if _, ok := s.subject.Peer(add.UID); ok {
 		delete(s.removed, add.UID)
 		return nil
 	}
-	if len(s.subject.Keys) == 0 || add.Spec.NodeName != "" || add.UID == s.subject.Pod.UID || node == nil {
+	if add.Spec.NodeName != "" || add.UID == s.subject.Pod.UID || node == nil {
 		// A bound pod that was no peer at PreFilter is in none of the
 		// pending pod's groups: the cache indexes every bound pod in one.
 		return nil
