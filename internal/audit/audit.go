@@ -69,7 +69,7 @@ const EventReason = "PlacementViolation"
 func EventAction(rule string) string { return "Audit/" + rule }
 
 // ErrNoPolicy is returned by Run while no policy is active.
-var ErrNoPolicy = errors.New("no active policy")
+var ErrNoPolicy = policy.ErrNoPolicy
 
 // Placements is what a pass reads of the placement cache (implemented by
 // placement.Cache).

@@ -48,7 +48,7 @@ type (
 )
 
 // ErrNoPolicy is returned while no policy is active, by every front end.
-var ErrNoPolicy = errors.New("no active policy")
+var ErrNoPolicy = policy.ErrNoPolicy
 
 // PeerView is what judging a pod where it stands reads of the cluster
 // (implemented by placement.Cache).

@@ -94,7 +94,7 @@ func Describer(current func() *Policy) placement.KeyFunc {
 	return func(ctx context.Context, pod *placement.Pod) ([]string, *claims.Claims, error) {
 		p := current()
 		if p == nil {
-			return nil, nil, fmt.Errorf("describing pod %s: %w", pod.Key(), errNoPolicy)
+			return nil, nil, fmt.Errorf("describing pod %s: %w", pod.Key(), ErrNoPolicy)
 		}
 		ctx, cancel := p.offRequest(ctx)
 		defer cancel()
@@ -114,7 +114,7 @@ func PendingDescriber(current func() *Policy, watch *UnprotectedWatch) placement
 	return func(ctx context.Context, pod *placement.Pod) ([]string, *claims.Claims, *claims.Origin, error) {
 		p := current()
 		if p == nil {
-			return nil, nil, nil, fmt.Errorf("describing pod %s: %w", pod.Key(), errNoPolicy)
+			return nil, nil, nil, fmt.Errorf("describing pod %s: %w", pod.Key(), ErrNoPolicy)
 		}
 		dctx, cancel := p.offRequest(ctx)
 		keys, c, err := p.DescribePending(dctx, pod)
@@ -129,7 +129,9 @@ func PendingDescriber(current func() *Policy, watch *UnprotectedWatch) placement
 	}
 }
 
-var errNoPolicy = errors.New("no active policy")
+// ErrNoPolicy is returned while no policy is active: the one error every
+// part of regosched gives for it (judge, decision, audit, serve's readiness).
+var ErrNoPolicy = errors.New("no active policy")
 
 func decodeKeys(v ast.Value) ([]string, error) {
 	var keys []string

@@ -208,7 +208,7 @@ func (s *server) ready() error {
 		return errors.New("placement cache has not synced with the API server yet")
 	}
 	if s.active.Load() == nil {
-		return errors.New("no active policy")
+		return policy.ErrNoPolicy
 	}
 	return s.contact.Err()
 }
