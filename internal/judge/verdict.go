@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -14,10 +15,13 @@ import (
 type Verdict struct {
 	Subject   *Subject
 	Penalties []Penalty
-	// conflicts holds the conflicts by node: a handful of nodes, asked
-	// about every candidate (thousands).
+	// raw are the hard rules' conflicts as the policy gave them; conflicts
+	// holds them by node (a handful of nodes, asked about every candidate,
+	// thousands), indexed on first use: a prioritize call that wants the
+	// penalties alone never builds it.
+	raw       []Conflict
+	once      sync.Once
 	conflicts fewNodes[[]Conflict]
-	nodes     int
 	// evictable says, of each peer in conflict, whether preemption may
 	// evict it (WeighPreemption).
 	evictable map[types.UID]bool
@@ -53,57 +57,51 @@ func (j *Judge) Conflicts(ctx context.Context, s *Subject) (*Verdict, error) {
 	return v, nil
 }
 
-func (v *Verdict) setConflicts(conflicts []Conflict) {
-	if len(conflicts) == 0 {
-		v.conflicts, v.nodes = fewNodes[[]Conflict]{}, 0
-		return
-	}
-	byNode := map[string][]Conflict{}
-	for _, c := range conflicts {
-		byNode[c.Node] = append(byNode[c.Node], c)
-	}
-	v.conflicts, v.nodes = newFewNodes(byNode), len(byNode)
+func (v *Verdict) setConflicts(conflicts []Conflict) { v.raw = conflicts }
+
+// index builds the conflicts by node, once; safe from many goroutines.
+func (v *Verdict) index() {
+	v.once.Do(func() {
+		byNode := make(map[string][]Conflict, len(v.raw))
+		for _, c := range v.raw {
+			byNode[c.Node] = append(byNode[c.Node], c)
+		}
+		v.conflicts = newFewNodes(byNode)
+	})
 }
 
 // HasConflicts reports whether any node is turned away.
-func (v *Verdict) HasConflicts() bool { return v.nodes > 0 }
+func (v *Verdict) HasConflicts() bool { return len(v.raw) > 0 }
 
 // At returns the conflicts on node.
 func (v *Verdict) At(node string) []Conflict {
-	if v.nodes == 0 {
+	if len(v.raw) == 0 {
 		return nil
 	}
+	v.index()
 	cs, _ := v.conflicts.get(node)
 	return cs
 }
 
 // Nodes calls f for every node with conflicts, in no order.
 func (v *Verdict) Nodes(f func(node string, cs []Conflict)) {
+	if len(v.raw) == 0 {
+		return
+	}
+	v.index()
 	for node, cs := range v.conflicts.m {
 		f(node, cs)
 	}
-}
-
-// Drop takes the conflicts and penalties of the peers gone out of the
-// verdict (gone reports them), as when they were not among its peers.
-func (v *Verdict) Drop(gone func(types.UID) bool) {
-	var kept []Conflict
-	v.Nodes(func(_ string, cs []Conflict) {
-		for _, c := range cs {
-			if !gone(c.Peer) {
-				kept = append(kept, c)
-			}
-		}
-	})
-	v.setConflicts(kept)
-	v.Penalties = slices.DeleteFunc(slices.Clone(v.Penalties), func(p Penalty) bool { return gone(p.Peer) })
 }
 
 // WeighPreemption works out, for every peer in conflict, whether
 // preemption may evict it (Evictable), so that Preemptible, which a
 // framework calls for many nodes at once, only reads.
 func (j *Judge) WeighPreemption(ctx context.Context, v *Verdict) error {
-	v.evictable = map[types.UID]bool{}
+	if !v.HasConflicts() {
+		return nil
+	}
+	v.evictable = make(map[types.UID]bool, len(v.raw))
 	var err error
 	v.Nodes(func(_ string, cs []Conflict) {
 		for _, c := range cs {
