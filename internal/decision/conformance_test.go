@@ -15,9 +15,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/regosched/regosched/internal/judge"
 	"github.com/regosched/regosched/internal/judge/judgetest"
-	"github.com/regosched/regosched/internal/placement"
+	"github.com/regosched/regosched/internal/placement/placementtest"
 	"github.com/regosched/regosched/internal/policy"
 )
 
@@ -61,31 +60,11 @@ func TestConformance(t *testing.T) {
 			for _, s := range scores {
 				gotScores[s.Host] = s.Score
 			}
-			if diff := cmp.Diff(wantScores(tc, passing, extenderv1.MaxExtenderPriority), gotScores); diff != "" {
+			if diff := cmp.Diff(judgetest.WantScores(tc, passing, extenderv1.MaxExtenderPriority), gotScores); diff != "" {
 				t.Errorf("prioritize (-want +got):\n%s", diff)
 			}
 		})
 	}
-}
-
-// wantScores are the scores of the nodes passing, out of maxScore, without
-// those that score 0: the extender leaves them out (kube-scheduler scores a
-// missing node 0), and a pod with no preference gets no scores at all.
-func wantScores(tc judgetest.Case, passing []string, maxScore int64) map[string]int64 {
-	var highest float64
-	for _, n := range passing {
-		highest = max(highest, tc.Penalties[n])
-	}
-	want := map[string]int64{}
-	if highest == 0 {
-		return want
-	}
-	for _, n := range passing {
-		if s := judge.Score(tc.Penalties[n], highest, maxScore); s > 0 {
-			want[n] = s
-		}
-	}
-	return want
 }
 
 // conformanceDecider is a Decider whose placement cache lists tc's nodes
@@ -119,16 +98,7 @@ func conformanceDecider(t *testing.T, pol *policy.Policy, tc judgetest.Case) *De
 		}
 	})
 	log, _ := logtest.NewNullLogger()
-	cache, err := placement.New(client, policy.Describer(func() *policy.Policy { return pol }), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(func() { cancel(); cache.Shutdown() })
-	cache.Start(ctx)
-	if !cache.WaitForSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
+	cache := placementtest.Start(t, client, policy.Describer(func() *policy.Policy { return pol }))
 	d, err := New(cache, staticPolicies{pol}, log, prometheus.NewRegistry(), Options{Client: client, SchedulerName: testScheduler})
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,6 @@ import (
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/bundles"
-	"github.com/regosched/regosched/internal/judge"
 	"github.com/regosched/regosched/internal/judge/judgetest"
 )
 
@@ -63,7 +62,7 @@ func TestConformance(t *testing.T) {
 			for _, ni := range passing {
 				names = append(names, ni.Node().Name)
 			}
-			if diff := cmp.Diff(wantScores(tc, names, fwk.MaxScore), scores(t, pl, cs, tc.Pending, passing)); diff != "" {
+			if diff := cmp.Diff(judgetest.WantScores(tc, names, fwk.MaxScore), scores(t, pl, cs, tc.Pending, passing)); diff != "" {
 				t.Errorf("scores (-want +got):\n%s", diff)
 			}
 		})
@@ -116,25 +115,6 @@ func allEqual(list fwk.NodeScoreList) bool {
 		}
 	}
 	return true
-}
-
-// wantScores are the scores of the nodes passing, out of maxScore, without
-// those that score 0; none when no node has a penalty.
-func wantScores(tc judgetest.Case, passing []string, maxScore int64) map[string]int64 {
-	var highest float64
-	for _, n := range passing {
-		highest = max(highest, tc.Penalties[n])
-	}
-	want := map[string]int64{}
-	if highest == 0 {
-		return want
-	}
-	for _, n := range passing {
-		if s := judge.Score(tc.Penalties[n], highest, maxScore); s > 0 {
-			want[n] = s
-		}
-	}
-	return want
 }
 
 // conformancePlugin is the plugin whose placement cache lists tc's nodes

@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/regosched/regosched/internal/judge"
 )
 
 // Outcome is a front end's answer for one node.
@@ -204,4 +206,26 @@ func Cases() []Case {
 			Want:    map[string]Outcome{"n1": Unresolvable},
 		},
 	}
+}
+
+// WantScores are the scores a front end must give the nodes passing, out of
+// maxScore (judge.Score of tc.Penalties against the highest among them),
+// without those that score 0: the extender leaves them out, as
+// kube-scheduler scores a missing node 0. A pod with no penalty on any of
+// them prefers none and gets no scores.
+func WantScores(tc Case, passing []string, maxScore int64) map[string]int64 {
+	var highest float64
+	for _, n := range passing {
+		highest = max(highest, tc.Penalties[n])
+	}
+	want := map[string]int64{}
+	if highest == 0 {
+		return want
+	}
+	for _, n := range passing {
+		if s := judge.Score(tc.Penalties[n], highest, maxScore); s > 0 {
+			want[n] = s
+		}
+	}
+	return want
 }
