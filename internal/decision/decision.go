@@ -160,13 +160,13 @@ type Decider struct {
 	opts       Options
 	// filterReads is the budget of the reads that verify a pending pod
 	// (the judge has the re-reads of its peers).
-	filterReads, refreshReads flowcontrol.RateLimiter
-	judge                     *judge.Judge
-	locks                     *groupLocks
-	scores                    *scoreCache
-	totals                    totalsBuffers
-	waits                     prometheus.Histogram
-	binds                     *prometheus.CounterVec
+	filterReads flowcontrol.RateLimiter
+	judge       *judge.Judge
+	locks       *groupLocks
+	scores      *scoreCache
+	totals      totalsBuffers
+	waits       prometheus.Histogram
+	binds       *prometheus.CounterVec
 }
 
 // New returns a Decider whose metrics are registered on reg.

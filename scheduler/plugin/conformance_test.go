@@ -3,7 +3,6 @@ package plugin
 import (
 	"context"
 	"io"
-	"slices"
 	"testing"
 	"time"
 
@@ -97,11 +96,13 @@ func scores(t *testing.T, pl *Regosched, cs fwk.CycleState, pod *corev1.Pod, nod
 	if st := pl.NormalizeScore(ctx, cs, pod, list); !st.IsSuccess() {
 		t.Fatalf("NormalizeScore = %v", st)
 	}
-	highest := slices.MaxFunc(list, func(a, b fwk.NodeScore) int { return int(a.Score - b.Score) })
-	for _, s := range list {
-		// All nodes at the maximum: no preference, as the extender says by
+	if allEqual(list) && list[0].Score == fwk.MaxScore {
+		// Every node at the maximum: no preference, as the extender says by
 		// giving no scores.
-		if s.Score > 0 && !(highest.Score == fwk.MaxScore && allEqual(list)) {
+		return got
+	}
+	for _, s := range list {
+		if s.Score > 0 {
 			got[s.Name] = s.Score
 		}
 	}
