@@ -122,11 +122,10 @@ const (
 	// scheduler's own filter calls read only in races with the informers.
 	DefaultFilterReadRate  = 5
 	DefaultFilterReadBurst = 20
-	// DefaultRefreshReadRate and DefaultRefreshReadBurst: at most
-	// maxRefresh reads per total refusal of a real pending pod, for some
-	// twenty refusals in a burst and five a second after it.
-	DefaultRefreshReadRate  = 20
-	DefaultRefreshReadBurst = 80
+	// DefaultRefreshReadRate and DefaultRefreshReadBurst are the judge's:
+	// it applies them to zero values.
+	DefaultRefreshReadRate  = judge.DefaultRefreshRate
+	DefaultRefreshReadBurst = judge.DefaultRefreshBurst
 )
 
 // ErrEvalTimeout wraps the error of a request whose policy evaluations
@@ -186,12 +185,6 @@ func New(placements Placements, policies Policies, log logrus.FieldLogger, reg p
 	}
 	if opts.FilterReadBurst <= 0 {
 		opts.FilterReadBurst = DefaultFilterReadBurst
-	}
-	if opts.RefreshReadRate <= 0 {
-		opts.RefreshReadRate = DefaultRefreshReadRate
-	}
-	if opts.RefreshReadBurst <= 0 {
-		opts.RefreshReadBurst = DefaultRefreshReadBurst
 	}
 	d := &Decider{
 		placements:  placements,
