@@ -8,11 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
-	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/judge/judgetest"
@@ -85,18 +82,7 @@ func conformanceDecider(t *testing.T, pol *policy.Policy, tc judgetest.Case) *De
 	pending.Spec.SchedulerName = testScheduler
 	objs = append(objs, pending)
 	client := fake.NewClientset(objs...)
-	client.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		name := a.(k8stesting.GetAction).GetName()
-		now, ok := tc.Now[name]
-		switch {
-		case !ok:
-			return false, nil, nil
-		case now == nil:
-			return true, nil, apierrors.NewNotFound(v1.Resource("pods"), name)
-		default:
-			return true, now.DeepCopy(), nil
-		}
-	})
+	client.PrependReactor("get", "pods", tc.APIReads)
 	log, _ := logtest.NewNullLogger()
 	cache := placementtest.Start(t, client, policy.Describer(func() *policy.Policy { return pol }))
 	d, err := New(cache, staticPolicies{pol}, log, prometheus.NewRegistry(), Options{Client: client, SchedulerName: testScheduler})

@@ -149,6 +149,3 @@ func New(cfg Config) (*Judge, error) {
 	}
 	return j, nil
 }
-
-// Placements is the view the judge reads.
-func (j *Judge) Placements() Placements { return j.cfg.Placements }

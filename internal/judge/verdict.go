@@ -179,11 +179,11 @@ func Reasons(cs []Conflict) string {
 	for i, c := range cs {
 		reasons[i] = c.Reason
 	}
-	return JoinReasons(reasons)
+	return joinReasons(reasons)
 }
 
-// JoinReasons sorts reasons, drops repeats and joins them with "; ".
-func JoinReasons(reasons []string) string {
+// joinReasons sorts reasons, drops repeats and joins them with "; ".
+func joinReasons(reasons []string) string {
 	reasons = slices.Clone(reasons)
 	slices.Sort(reasons)
 	return strings.Join(slices.Compact(reasons), "; ")

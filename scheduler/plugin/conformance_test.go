@@ -9,10 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -142,18 +140,7 @@ func conformancePlugin(t *testing.T, tc judgetest.Case) (*Regosched, []fwk.NodeI
 	}
 	objs = append(objs, tc.Pending)
 	client := fake.NewClientset(objs...)
-	client.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		name := a.(k8stesting.GetAction).GetName()
-		q, ok := tc.Now[name]
-		switch {
-		case !ok:
-			return false, nil, nil
-		case q == nil:
-			return true, nil, apierrors.NewNotFound(corev1.Resource("pods"), name)
-		default:
-			return true, q.DeepCopy(), nil
-		}
-	})
+	client.PrependReactor("get", "pods", tc.APIReads)
 	snapshot := schedcache.NewSnapshot(now, tc.Nodes)
 	log := logrus.New()
 	log.SetOutput(io.Discard)

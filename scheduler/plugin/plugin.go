@@ -165,19 +165,6 @@ func decodeArgs(obj runtime.Object) (Args, error) {
 
 // config turns args into the plugin's configuration, durations checked.
 func (args Args) config(defaultPolicy fs.FS, log logrus.FieldLogger) (Config, error) {
-	durations := []struct {
-		name     string
-		value    string
-		into     *time.Duration
-		positive bool
-	}{
-		{"syncTimeout", args.SyncTimeout, nil, true},
-		{"policyPoll", args.PolicyPoll, nil, false},
-		{"policyMinDelay", args.PolicyMinDelay, nil, false},
-		{"policyMaxDelay", args.PolicyMaxDelay, nil, false},
-		{"policyLongPollingTimeout", args.PolicyLongPollingTimeout, nil, false},
-		{"policyStartTimeout", args.PolicyStartTimeout, nil, false},
-	}
 	cfg := Config{Log: log, Bundles: bundles.Config{
 		Path: args.Policy, Default: defaultPolicy, DataFile: args.PolicyData,
 		VerificationKey: args.PolicyVerificationKey, VerificationKeyID: args.PolicyVerificationKeyID,
@@ -186,12 +173,19 @@ func (args Args) config(defaultPolicy fs.FS, log logrus.FieldLogger) (Config, er
 		MaxBytes: args.PolicyMaxBytes, MaxTotalBytes: args.PolicyMaxTotalBytes, MaxEntries: args.PolicyMaxEntries,
 		Insecure: args.PolicyInsecure, Log: log.WithField("component", "policy"),
 	}}
-	durations[0].into = &cfg.SyncTimeout
-	durations[1].into = &cfg.Bundles.Poll
-	durations[2].into = &cfg.Bundles.MinDelay
-	durations[3].into = &cfg.Bundles.MaxDelay
-	durations[4].into = &cfg.Bundles.LongPollingTimeout
-	durations[5].into = &cfg.Bundles.StartTimeout
+	durations := []struct {
+		name     string
+		value    string
+		into     *time.Duration
+		positive bool
+	}{
+		{"syncTimeout", args.SyncTimeout, &cfg.SyncTimeout, true},
+		{"policyPoll", args.PolicyPoll, &cfg.Bundles.Poll, false},
+		{"policyMinDelay", args.PolicyMinDelay, &cfg.Bundles.MinDelay, false},
+		{"policyMaxDelay", args.PolicyMaxDelay, &cfg.Bundles.MaxDelay, false},
+		{"policyLongPollingTimeout", args.PolicyLongPollingTimeout, &cfg.Bundles.LongPollingTimeout, false},
+		{"policyStartTimeout", args.PolicyStartTimeout, &cfg.Bundles.StartTimeout, false},
+	}
 	for _, d := range durations {
 		v, err := time.ParseDuration(d.value)
 		if err != nil || v < 0 || (d.positive && v == 0) {

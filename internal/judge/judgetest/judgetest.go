@@ -8,8 +8,11 @@ package judgetest
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/regosched/regosched/internal/judge"
 )
@@ -48,6 +51,23 @@ type Case struct {
 	// absent); the front ends' scores are judge.Score of them, against the
 	// highest among the nodes that pass.
 	Penalties map[string]float64
+}
+
+// APIReads answers the reads of a fake clientset's pods as the API server
+// does now (tc.Now): a pod tc.Now has is returned as it says, or NotFound
+// when it is nil; the others are left to the clientset, which lists and
+// watches them as the placement cache has them.
+func (tc Case) APIReads(a k8stesting.Action) (bool, runtime.Object, error) {
+	name := a.(k8stesting.GetAction).GetName()
+	now, ok := tc.Now[name]
+	switch {
+	case !ok:
+		return false, nil, nil
+	case now == nil:
+		return true, nil, apierrors.NewNotFound(corev1.Resource("pods"), name)
+	default:
+		return true, now.DeepCopy(), nil
+	}
 }
 
 // Namespace of every pod of the table.
