@@ -1,8 +1,12 @@
 # regosched — common tasks. `make help` lists them.
 SHELL := /bin/bash
 GO ?= go
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X main.version=$(VERSION)
+# The release version has one source, the VERSION file: both binaries embed
+# it, and the images and the chart are stamped with it. The commit is stamped
+# too, since -trimpath builds from an export carry no VCS information.
+VERSION := $(shell cat VERSION)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X github.com/regosched/regosched/internal/version.commit=$(COMMIT)
 GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 OPA := $(GO) tool opa
 # Pinned tools run through the Go module proxy, outside go.mod; their first
@@ -21,7 +25,7 @@ build: ## Build bin/regosched
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/regosched ./cmd/regosched
 
 scheduler: ## Build bin/regosched-scheduler: kube-scheduler with regosched as a framework plugin (its own module, scheduler/)
-	cd scheduler && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o ../bin/regosched-scheduler ./cmd/regosched-scheduler
+	cd scheduler && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o ../bin/regosched-scheduler ./cmd/regosched-scheduler
 
 test: tools chart monitoring unit rego fuzz e2e scheduler-test ## Every test: chart, alerts, vet, Go unit tests, Rego checks and tests, a short fuzz run, end-to-end suites of the extender and of regosched-scheduler
 
@@ -76,7 +80,9 @@ scheduler-test: ## regosched-scheduler: vet, unit tests, and its end-to-end test
 demo: ## Local control plane + regosched + kube-scheduler, a sample workload, a placement table
 	$(GO) run ./cmd/regosched-demo
 
-lint: ## go vet and golangci-lint (with and without the e2e build tag), in both modules
+lint: ## go mod tidy -diff, go vet and golangci-lint (with and without the e2e build tag), in both modules
+	$(GO) mod tidy -diff
+	cd scheduler && $(GO) mod tidy -diff
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
 	$(GOLANGCI_LINT) run --build-tags e2e ./...
