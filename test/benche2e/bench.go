@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -271,7 +272,7 @@ func (b *bench) measure(ctx context.Context, mode Mode, run string, prebound int
 			return res, err
 		}
 		t := time.Now()
-		if err := createPods(ctx, client, pre, b.opts.CreateWorkers); err != nil {
+		if err := createPods(ctx, client, pre, b.opts.CreateWorkers, log); err != nil {
 			return res, err
 		}
 		b.printf("phase: %s: %d pods pre-bound in %s", mode.Name(), len(pre), time.Since(t).Round(time.Millisecond))
@@ -298,7 +299,7 @@ func (b *bench) measure(ctx context.Context, mode Mode, run string, prebound int
 	createPIDs := b.pids()
 	atCreate := cpuSnapshot(createPIDs)
 	res.CreateStart = time.Now()
-	if err := createPods(ctx, client, pods, b.opts.CreateWorkers); err != nil {
+	if err := createPods(ctx, client, pods, b.opts.CreateWorkers, log); err != nil {
 		return res, err
 	}
 	res.CreateEnd = time.Now()
@@ -346,6 +347,8 @@ func (b *bench) measure(ctx context.Context, mode Mode, run string, prebound int
 	}
 	timer := time.NewTimer(b.opts.Timeout)
 	defer timer.Stop()
+	stopProgress := progress(log, progressEvery, "pods bound", w.Size(), watch.boundCount)
+	defer stopProgress()
 	select {
 	case <-watch.allBound:
 	case <-timer.C:
@@ -398,8 +401,12 @@ func (b *bench) measure(ctx context.Context, mode Mode, run string, prebound int
 	return res, nil
 }
 
-// createPods creates pods with at most workers requests at once.
-func createPods(ctx context.Context, client kubernetes.Interface, pods []*corev1.Pod, workers int) error {
+// createPods creates pods with at most workers requests at once, saying how
+// far it has got every progressEvery.
+func createPods(ctx context.Context, client kubernetes.Interface, pods []*corev1.Pod, workers int, log logrus.FieldLogger) error {
+	var created atomic.Int64
+	stop := progress(log, progressEvery, "pods created", len(pods), func() int { return int(created.Load()) })
+	defer stop()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
 	for _, p := range pods {
@@ -407,6 +414,7 @@ func createPods(ctx context.Context, client kubernetes.Interface, pods []*corev1
 			if _, err := client.CoreV1().Pods(p.Namespace).Create(gctx, p, metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("creating pod %s/%s: %w", p.Namespace, p.Name, err)
 			}
+			created.Add(1)
 			return nil
 		})
 	}
