@@ -17,6 +17,7 @@ import (
 	"github.com/regosched/regosched/internal/apicontact"
 	"github.com/regosched/regosched/internal/audit"
 	"github.com/regosched/regosched/internal/bundles"
+	"github.com/regosched/regosched/internal/certroll"
 	"github.com/regosched/regosched/internal/decision"
 	"github.com/regosched/regosched/internal/extender"
 	"github.com/regosched/regosched/internal/kubeclient"
@@ -42,6 +43,7 @@ type server struct {
 	roles           *redisroles.Controller // nil without --redis-roles
 	elector         *leader.Elector        // nil without --leader-elect
 	audit           *audit.Auditor         // nil without an audit interval
+	certRoll        *certroll.Config       // nil without --scheduler-client-secret
 	stopAudit       func()
 	// auditTrigger asks the audit for a pass when a bound pod is relabelled
 	// (a role moved at failover can break a rule where it stands).
@@ -105,6 +107,14 @@ func build(ctx context.Context, opts Options) (*server, error) {
 	}); err != nil {
 		return nil, err
 	}
+	if opts.CertRoll.On() {
+		s.certRoll = &certroll.Config{
+			Client: background, Namespace: opts.Leader.PodNamespace,
+			Secret: opts.CertRoll.Secret, Deployment: opts.CertRoll.Deployment,
+			Leading: func() bool { return s.elector == nil || s.elector.Leading() },
+			Log:     log.WithField("component", "certroll"),
+		}
+	}
 	if opts.AuditInterval > 0 {
 		if s.audit, s.stopAudit, err = newAudit(ctx, s.auditParts(background, reg)); err != nil {
 			return nil, err
@@ -147,7 +157,7 @@ func newClients(opts Options) (verbs, background kubernetes.Interface, err error
 	if opts.Client != nil {
 		return opts.Client, opts.Client, nil
 	}
-	cfg, err := kubeclient.Config(opts.Kubeconfig)
+	cfg, err := kubeclient.Config(kubeclient.Target{Kubeconfig: opts.Kubeconfig, Context: opts.KubeContext})
 	if err != nil {
 		return nil, nil, err
 	}

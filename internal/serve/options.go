@@ -22,6 +22,9 @@ type Options struct {
 	// probes that cannot present a client certificate to Listen.
 	HealthListen string
 	Kubeconfig   string
+	// KubeContext is the context of Kubeconfig to use ("": its current
+	// context), as kubectl's --context.
+	KubeContext string
 	// Client, when set, is used instead of one built from Kubeconfig.
 	Client kubernetes.Interface
 	// APILostAfter is how long the API server may not answer before
@@ -77,6 +80,10 @@ type Options struct {
 	// Repair says what the leader does of the audit's violations after
 	// each pass (see internal/repair); it needs the audit.
 	Repair RepairOptions
+	// CertRoll, when both its names are set, rolls the scheduler's
+	// Deployment when its client certificate Secret changes (the leader
+	// only; see internal/certroll), in Leader.PodNamespace.
+	CertRoll CertRollOptions
 	// Profiling serves pprof profiles under /debug/pprof/.
 	Profiling bool
 	Version   string
@@ -97,6 +104,15 @@ type RepairOptions struct {
 	// that keeps the repair in flight and the recent ones.
 	ConfigMap string
 }
+
+// CertRollOptions are the settings of --scheduler-client-secret and
+// --scheduler-deployment.
+type CertRollOptions struct {
+	Secret, Deployment string
+}
+
+// On says whether the scheduler's client certificate is watched.
+func (o CertRollOptions) On() bool { return o.Secret != "" || o.Deployment != "" }
 
 // RedisRolesOptions are the settings of --redis-roles.
 type RedisRolesOptions struct {
@@ -133,6 +149,12 @@ func (o Options) check() error {
 	// would be a restriction that restricts nothing.
 	if len(o.TLS.AllowedClientNames) > 0 && (o.TLS.CertFile == "" || o.TLS.ClientCAFile == "") {
 		return errors.New("--tls-allowed-client-names needs --tls-cert-file and --client-ca-file: without them no client certificate is asked for")
+	}
+	if c := o.CertRoll; c.On() && (c.Secret == "" || c.Deployment == "") {
+		return errors.New("--scheduler-client-secret and --scheduler-deployment go together: the Secret whose renewal rolls the Deployment")
+	}
+	if o.CertRoll.On() && o.Leader.PodNamespace == "" {
+		return errors.New("--scheduler-client-secret needs --pod-namespace, the namespace of the Secret and the scheduler's Deployment")
 	}
 	if m := o.Repair.Mode; m != "" && m != repair.Off && o.AuditInterval <= 0 {
 		return fmt.Errorf("--repair=%s needs the audit (--audit-interval above 0): repairs follow its passes", m)

@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/regosched/regosched/internal/certroll"
 	"github.com/regosched/regosched/internal/policy"
 )
 
@@ -45,6 +46,14 @@ func (s *server) background(ctx context.Context) (stop func() error) {
 	}
 	if s.audit != nil {
 		g.Go(func() error { s.auditLoop(ctx); return nil })
+	}
+	if s.certRoll != nil {
+		g.Go(func() error {
+			if err := certroll.Run(ctx, *s.certRoll); err != nil {
+				s.log.WithError(err).Error("watching the scheduler's client certificate stopped")
+			}
+			return nil
+		})
 	}
 	return func() error {
 		cancel()

@@ -101,6 +101,11 @@ func TestOptionsChecksAtStart(t *testing.T) {
 		// Repairs follow the audit's passes: without them it would never act.
 		{"repair without the audit", Options{Verbs: true, SchedulerName: "regosched", Repair: RepairOptions{Mode: repair.On}},
 			"--repair=on needs the audit"},
+		// A Secret to watch with no Deployment to roll would watch for nothing.
+		{"client certificate Secret without its Deployment", Options{Verbs: true, SchedulerName: "regosched", CertRoll: CertRollOptions{Secret: "regosched-scheduler-client-tls"}},
+			"--scheduler-client-secret and --scheduler-deployment go together"},
+		{"client certificate watch without a namespace", Options{Verbs: true, SchedulerName: "regosched", CertRoll: CertRollOptions{Secret: "s", Deployment: "d"}},
+			"--scheduler-client-secret needs --pod-namespace"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
