@@ -255,8 +255,8 @@ func TestChartPluginMode(t *testing.T) {
 
 			// The scheduler: regosched-scheduler, kube-scheduler's flags.
 			c := container(t, objs, "regosched-scheduler")
-			if got := c["image"]; got != "ghcr.io/regosched/regosched-scheduler:latest" {
-				t.Errorf("scheduler image %v, want ghcr.io/regosched/regosched-scheduler:latest (the chart's appVersion)", got)
+			if want := "ghcr.io/regosched/regosched-scheduler:" + repoVersion(t, root); c["image"] != want {
+				t.Errorf("scheduler image %v, want %s (the chart's appVersion)", c["image"], want)
 			}
 			wantCommand := []any{"/regosched-scheduler", "--config=/etc/kubernetes/regosched/kube-scheduler-config.yaml", "--bind-address=0.0.0.0", "--v=2"}
 			if diff := cmp.Diff(wantCommand, c["command"]); diff != "" {

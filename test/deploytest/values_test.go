@@ -364,8 +364,8 @@ func TestSchedulerImageFollowsTheCluster(t *testing.T) {
 	}{
 		{"deploy/'s version", "v1.37.2", "", "registry.k8s.io/kube-scheduler:v1.37.2"},
 		{"k3s build suffix", "v1.36.4+k3s1", "", "registry.k8s.io/kube-scheduler:v1.36.4"},
-		{"EKS suffix", "v1.35.3-eks-4f4795d", "", "registry.k8s.io/kube-scheduler:v1.35.3"},
-		{"GKE suffix", "v1.34.1-gke.1263000", "", "registry.k8s.io/kube-scheduler:v1.34.1"},
+		{"EKS suffix", "v1.36.3-eks-4f4795d", "", "registry.k8s.io/kube-scheduler:v1.36.3"},
+		{"GKE suffix", "v1.37.1-gke.1263000", "", "registry.k8s.io/kube-scheduler:v1.37.1"},
 		{"release candidate", "v1.38.0-rc.1", "", "registry.k8s.io/kube-scheduler:v1.38.0-rc.1"},
 		{"tag set", "v1.37.2", "v1.36.0", "registry.k8s.io/kube-scheduler:v1.36.0"},
 	}

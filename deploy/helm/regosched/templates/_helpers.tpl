@@ -82,7 +82,7 @@ app.kubernetes.io/part-of: regosched
 {{/*
 The scheduler's image tag: scheduler.image.tag, else the cluster's version
 without a +build suffix and without a pre-release suffix other than
-alpha/beta/rc (v1.33.1+k3s1 and v1.33.1-eks-f5a2e6b give v1.33.1), which
+alpha/beta/rc (v1.36.1+k3s1 and v1.36.1-eks-f5a2e6b give v1.36.1), which
 is how registry.k8s.io tags kube-scheduler.
 */}}
 {{- define "regosched.schedulerTag" -}}
