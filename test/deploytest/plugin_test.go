@@ -558,6 +558,7 @@ func TestChartPluginRefusesValues(t *testing.T) {
 		{name: "soft rules by prioritize", set: []string{"softRules=prioritize"}, want: "softRules=prioritize: mode plugin has no extender verbs"},
 		{name: "extender weight", set: []string{"scheduler.extender.weight=3"}, want: "scheduler.extender: mode plugin has no extender entry; set plugin.weight"},
 		{name: "extender timeout", set: []string{"scheduler.extender.httpTimeout=10s"}, want: "scheduler.extender: mode plugin has no extender entry"},
+		{name: "extender fails open", set: []string{"scheduler.extender.ignorable=true"}, want: "the plugin cannot fail open"},
 		{name: "stock scheduler image", set: []string{"scheduler.image.tag=v1.37.2"}, want: "set regoschedScheduler.image instead"},
 		{name: "arg the chart sets", set: []string{"plugin.args.policy=/etc/bundle.tar.gz"}, want: "plugin.args.policy: the chart sets it from policy.url"},
 		{name: "log level as an arg", set: []string{"plugin.args.logLevel=debug"}, want: "plugin.args.logLevel: the chart sets it from logLevel"},

@@ -382,3 +382,37 @@ func TestSchedulerImageFollowsTheCluster(t *testing.T) {
 		})
 	}
 }
+
+// scheduler.extender.ignorable is the extender entry's ignorable: false
+// (fail closed) by default, as deploy/'s, and true only when asked for.
+func TestChartIgnorable(t *testing.T) {
+	skipShort(t)
+	root := repoRoot(t)
+	tests := []struct {
+		name   string
+		render Render
+		want   any
+	}{
+		{"default: fail closed", Render{}, false},
+		{"fail closed, tls", Render{Set: []string{"tls.enabled=true"}}, false},
+		{"fail open", Render{Set: []string{"scheduler.extender.ignorable=true"}}, true},
+		{"fail open, tls", Render{Set: []string{"scheduler.extender.ignorable=true", "tls.enabled=true"}}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lint(t, root, tt.render)
+			var doc struct {
+				Extenders []map[string]any `json:"extenders"`
+			}
+			if err := yaml.Unmarshal(schedulerConfig(t, chartObjects(t, root, tt.render)), &doc); err != nil {
+				t.Fatal(err)
+			}
+			if len(doc.Extenders) != 1 {
+				t.Fatalf("extenders: %v", doc.Extenders)
+			}
+			if got := doc.Extenders[0]["ignorable"]; got != tt.want {
+				t.Errorf("ignorable = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

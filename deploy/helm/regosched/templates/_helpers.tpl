@@ -158,9 +158,16 @@ extenders:
     # The extender keeps its own node cache (informers), so only node names
     # cross the wire, not whole Node objects.
     nodeCacheCapable: true
+    {{- if .Values.scheduler.extender.ignorable }}
+    # Fail open (scheduler.extender.ignorable): while the extender does not
+    # answer, pods are placed without its rules (two Redis masters may land
+    # on one node) until the audit and the repair catch up.
+    ignorable: true
+    {{- else }}
     # Fail closed: if the extender is unreachable the pod stays Pending;
-    # a pod is never placed without the rules.
+    # a pod is never placed without the rules (scheduler.extender.ignorable).
     ignorable: false
+    {{- end }}
     httpTimeout: {{ .Values.scheduler.extender.httpTimeout }}
 {{- end }}
 {{- end -}}
@@ -278,8 +285,8 @@ each would look set and do nothing.
 {{- fail (printf "softRules=%s: mode plugin has no extender verbs; the Regosched plugin scores the soft rules itself, weighed by plugin.weight: unset softRules" .Values.softRules) }}
 {{- end }}
 {{- $ext := .Values.scheduler.extender }}
-{{- if or (ne (int $ext.weight) 5) (ne (toString $ext.httpTimeout) "5s") }}
-{{- fail "scheduler.extender: mode plugin has no extender entry; set plugin.weight for the Regosched plugin's Score weight and leave scheduler.extender at its defaults (weight 5, httpTimeout 5s)" }}
+{{- if or (ne (int $ext.weight) 5) (ne (toString $ext.httpTimeout) "5s") $ext.ignorable }}
+{{- fail "scheduler.extender: mode plugin has no extender entry; set plugin.weight for the Regosched plugin's Score weight and leave scheduler.extender at its defaults (weight 5, httpTimeout 5s, ignorable false): the plugin cannot fail open, its rules run in the scheduler's process" }}
 {{- end }}
 {{- $img := .Values.scheduler.image }}
 {{- if or $img.tag (ne $img.repository "registry.k8s.io/kube-scheduler") (ne $img.pullPolicy "IfNotPresent") }}
