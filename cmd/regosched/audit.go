@@ -3,14 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"os"
-	"os/signal"
-	"syscall"
+	"time"
 
-	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+	"k8s.io/utils/clock"
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/audit"
@@ -20,85 +17,117 @@ import (
 	"github.com/regosched/regosched/internal/repair"
 )
 
-// errViolations is runAudit's answer when a placement breaks a hard rule:
-// main exits 1 on it, without an error line, so that scripts tell that
-// apart from a failure to audit (exit 2).
+// errViolations is the audit's answer when a placement breaks a hard rule:
+// regosched exits 1 on it, without an error line, so that scripts tell
+// that apart from a failure to audit (exit 2).
 var errViolations = errors.New("placements break hard rules")
 
-// runAudit wires `regosched audit`.
-func runAudit(args []string) error {
-	violations, err := auditTo(args, os.Stdout, os.Stderr)
+// progressEvery is the shortest time between two progress lines.
+const progressEvery = time.Second
+
+// auditFlags are the flags of `regosched audit`.
+type auditFlags struct {
+	target                        kubeclient.Target
+	policy, policyData, output    string
+	timeout                       time.Duration
+	plan, allNamespaces, progress bool
+	namespace, logLevel           string
+}
+
+func newAuditCommand() *cobra.Command {
+	var f auditFlags
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Check the bound pods against the hard rules; exit 1 on any violation",
+		Long: `Check the bound pods against the hard rules of the policy, once, and print the violations.
+
+Exit codes: 0 no violation, 1 violations found, 2 cannot audit (API server, policy, or pods the
+policy failed to judge), 64 usage error.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAudit(cmd, f)
+		},
+	}
+	addClusterFlags(cmd, &f.target.Kubeconfig, &f.target.Context)
+	fs := cmd.Flags()
+	fs.StringVarP(&f.namespace, "namespace", "n", "", "report only the violations that involve a pod of this namespace (default: all namespaces); every pod is still judged, since a pod elsewhere can break a rule with one of it")
+	fs.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "report the violations of all namespaces (the default; refused with --namespace)")
+	fs.StringVar(&f.policy, "policy", "", "OPA bundle directory or .tar.gz (default: the embedded policy of rego/)")
+	fs.StringVar(&f.policyData, "policy-data", "", "JSON object merged into the policy's data.regosched.config, as serve's --policy-data")
+	fs.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
+	fs.DurationVar(&f.timeout, "timeout", audit.DefaultSyncTimeout, "how long to wait for the API server and the initial lists of pods and nodes")
+	fs.BoolVar(&f.plan, "plan", false, "also print, for each violation, the repair 'serve --repair=on' would make and why it is safe, or why none is (Redis is not asked from here: the checks it makes before acting are named)")
+	fs.BoolVar(&f.progress, "progress", false, "print progress lines to standard error while listing and judging, about once a second (default: on when standard error is a terminal)")
+	fs.StringVar(&f.logLevel, "log-level", "warn", "log level of the placement cache and the audit (to standard error)")
+	logLevels(cmd)
+	enumFlag(cmd, "output", string(output.Table), string(output.JSON))
+	return cmd
+}
+
+// runAudit audits once and writes the report to standard output; it
+// returns errViolations when the report has any.
+func runAudit(cmd *cobra.Command, f auditFlags) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	format, err := output.ParseFormat(f.output)
+	if err != nil {
+		return usageErrorf("-o: %w", err)
+	}
+	if f.namespace != "" && f.allNamespaces {
+		return usageErrorf("--namespace %q and --all-namespaces: give one", f.namespace)
+	}
+	logger, err := newLogger(stderr, f.logLevel)
 	if err != nil {
 		return err
 	}
-	if violations {
-		return errViolations
+	progress := f.progress
+	if !cmd.Flags().Changed("progress") {
+		progress = isTerminal(stderr)
 	}
-	return nil
-}
 
-// auditTo parses flags, audits once and writes the report to stdout; it
-// reports whether any violation was found.
-func auditTo(args []string, stdout, stderr io.Writer) (violations bool, err error) {
-	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else in-cluster, else ~/.kube/config)")
-	policyPath := fs.String("policy", "", "OPA bundle directory or .tar.gz (default: the embedded policy of rego/)")
-	policyData := fs.String("policy-data", "", "JSON object merged into the policy's data.regosched.config, as serve's --policy-data")
-	outputFlag := fs.String("o", "table", "output format: table or json")
-	timeout := fs.Duration("timeout", audit.DefaultSyncTimeout, "how long to wait for the API server and the initial lists of pods and nodes")
-	plan := fs.Bool("plan", false, "also print, for each violation, the repair `serve --repair=on` would make and why it is safe, or why none is (Redis is not asked from here: the checks it makes before acting are named)")
-	level := fs.String("log-level", "warn", "log level of the placement cache and the audit (to standard error)")
-	if err := fs.Parse(args); err != nil {
-		return false, err
-	}
-	if fs.NArg() > 0 {
-		return false, fmt.Errorf("audit takes no arguments, got %q", fs.Args())
-	}
-	format, err := output.ParseFormat(*outputFlag)
+	ctx := cmd.Context()
+	pol, _, err := bundles.Options{DataFile: f.policyData}.LoadLocal(ctx, f.policy, regosched.DefaultPolicy())
 	if err != nil {
-		return false, fmt.Errorf("-o: %w", err)
+		return err
 	}
-	logger := logrus.New()
-	logger.SetOutput(stderr)
-	lvl, err := logrus.ParseLevel(*level)
+	client, err := kubeclient.New(f.target)
 	if err != nil {
-		return false, fmt.Errorf("--log-level: %w", err)
-	}
-	logger.SetLevel(lvl)
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	pol, _, err := bundles.Options{DataFile: *policyData}.LoadLocal(ctx, *policyPath, regosched.DefaultPolicy())
-	if err != nil {
-		return false, err
-	}
-	client, err := kubeclient.New(*kubeconfig)
-	if err != nil {
-		return false, err
+		return err
 	}
 	var steps []repair.Step
-	opts := audit.OnceOptions{Client: client, Policy: pol, SyncTimeout: *timeout, Log: logger}
-	if *plan {
+	opts := audit.OnceOptions{Client: client, Policy: pol, SyncTimeout: f.timeout, Log: logger, Namespace: f.namespace}
+	if f.plan {
 		opts.AfterPass = func(ctx context.Context, cache audit.Placements, r audit.Report) error {
 			steps = repair.Steps(ctx, pol, cache, client, nil, repair.DefaultMaxLagBytes, r)
 			return nil
 		}
 	}
-	report, err := audit.Once(ctx, opts)
-	if err != nil {
-		return false, err
+	var printer *audit.ProgressPrinter
+	if progress {
+		printer = audit.NewProgressPrinter(stderr, "regosched audit: ", clock.RealClock{}, progressEvery)
+		opts.Progress = printer.Update
 	}
-	if *plan {
+	report, err := audit.Once(ctx, opts)
+	if printer != nil {
+		// Before the report, so that a terminal shows the final counts
+		// above it rather than below.
+		printer.Done()
+	}
+	if err != nil {
+		return err
+	}
+	if f.plan {
 		err = repair.Render(stdout, report, steps, format)
 	} else {
 		err = audit.Render(stdout, report, format)
 	}
 	if err != nil {
-		return false, err
+		return err
 	}
 	if len(report.Violations) == 0 && len(report.Skipped) > 0 {
-		return false, fmt.Errorf("the policy failed to judge %d pods; see the log above", len(report.Skipped))
+		return fmt.Errorf("the policy failed to judge %d pods; see the log above", len(report.Skipped))
 	}
-	return len(report.Violations) > 0, nil
+	if len(report.Violations) > 0 {
+		return errViolations
+	}
+	return nil
 }

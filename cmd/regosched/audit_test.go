@@ -16,9 +16,18 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// TestAuditToErrors checks that what keeps `regosched audit` from auditing
-// is an error (exit 2), never "violations" (exit 1).
-func TestAuditToErrors(t *testing.T) {
+// runCmd runs regosched with args, as the binary would, and returns its
+// exit code, standard output and standard error.
+func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(t.Context(), args, strings.NewReader(""), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// TestAuditErrors checks that what keeps `regosched audit` from auditing
+// is an error (exit 2) or a usage error (64), never "violations" (exit 1).
+func TestAuditErrors(t *testing.T) {
 	// A kubeconfig of a server nobody listens on: the port is reserved.
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
@@ -31,27 +40,28 @@ current-context: x
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name string
-		args []string
-		want string
+		name     string
+		args     []string
+		wantCode int
+		want     string
 	}{
-		{name: "unknown format", args: []string{"-o", "yaml"}, want: `-o: unknown output format "yaml"`},
-		{name: "arguments", args: []string{"pods"}, want: "audit takes no arguments"},
-		{name: "unknown flag", args: []string{"--nope"}, want: "flag provided but not defined"},
-		{name: "missing policy", args: []string{"--policy", filepath.Join(t.TempDir(), "none")}, want: "reading policy bundle"},
-		{name: "unreachable API server", args: []string{"--kubeconfig", kubeconfig, "--timeout", "5s"}, want: "listing nodes from the API server"},
+		{name: "unknown format", args: []string{"-o", "yaml"}, wantCode: exitUsage, want: `-o: unknown output format "yaml"`},
+		{name: "arguments", args: []string{"pods"}, wantCode: exitUsage, want: "audit takes no arguments"},
+		{name: "unknown flag", args: []string{"--nope"}, wantCode: exitUsage, want: "unknown flag: --nope"},
+		{name: "bad duration", args: []string{"--timeout=soon"}, wantCode: exitUsage, want: `invalid argument "soon" for "--timeout" flag`},
+		{name: "bad log level", args: []string{"--log-level=loud"}, wantCode: exitUsage, want: `--log-level: not a valid logrus Level: "loud"`},
+		{name: "-n and -A", args: []string{"-n", "shop", "-A"}, wantCode: exitUsage, want: `--namespace "shop" and --all-namespaces: give one`},
+		{name: "missing policy", args: []string{"--policy", filepath.Join(t.TempDir(), "none")}, wantCode: exitFailure, want: "reading policy bundle"},
+		{name: "unknown context", args: []string{"--kubeconfig", kubeconfig, "--context", "nope"}, wantCode: exitFailure, want: `context "nope" does not exist`},
+		{name: "unreachable API server", args: []string{"--kubeconfig", kubeconfig, "--timeout", "5s"}, wantCode: exitFailure, want: "listing nodes from the API server"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			violations, err := auditTo(tc.args, &stdout, &stderr)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("auditTo(%q) error = %v, want one containing %q", tc.args, err, tc.want)
+			code, stdout, stderr := runCmd(t, append([]string{"audit"}, tc.args...)...)
+			if code != tc.wantCode || !strings.HasPrefix(stderr, "regosched: ") || !strings.Contains(stderr, tc.want) {
+				t.Errorf("audit %q: exit %d, stderr %q; want exit %d and an error containing %q", tc.args, code, stderr, tc.wantCode, tc.want)
 			}
-			if violations {
-				t.Errorf("auditTo(%q) reported violations", tc.args)
-			}
-			if stdout.Len() > 0 {
-				t.Errorf("auditTo(%q) wrote a report: %q", tc.args, stdout.String())
+			if stdout != "" {
+				t.Errorf("audit %q wrote a report: %q", tc.args, stdout)
 			}
 		})
 	}
@@ -122,31 +132,34 @@ func redisPod(name, node, role, shard string) corev1.Pod {
 	}
 }
 
-// TestAuditTo runs `regosched audit` against an API server: violations
-// are reported (and make the command exit 1), their absence is not.
-func TestAuditTo(t *testing.T) {
+// TestAudit runs `regosched audit` against an API server: violations
+// are reported (and make the command exit 1), their absence is not; -n
+// keeps a namespace's.
+func TestAudit(t *testing.T) {
 	nodes := func() []corev1.Node {
 		return []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "node-2"}}}
 	}
 	for _, tc := range []struct {
-		name           string
-		pods           []corev1.Pod
-		format         string
-		wantViolations bool
-		want           string
+		name     string
+		pods     []corev1.Pod
+		args     []string
+		wantCode int
+		want     string
 	}{
 		{
-			name:   "violation, table",
-			pods:   []corev1.Pod{redisPod("cache-0", "node-1", "master", "0"), redisPod("cache-2", "node-1", "master", "1")},
-			format: "table", wantViolations: true,
+			name:     "violation, table",
+			pods:     []corev1.Pod{redisPod("cache-0", "node-1", "master", "0"), redisPod("cache-2", "node-1", "master", "1")},
+			args:     []string{"-o", "table"},
+			wantCode: exitViolations,
 			want: `RULE           NAMESPACE  NODE    PODS             REASON
 redis-masters  shop       node-1  cache-0,cache-2  redis: master shop/cache-2 of cluster cache already on this node
 1 violation among 2 bound pods, policy revision `,
 		},
 		{
-			name:   "violation, json",
-			pods:   []corev1.Pod{redisPod("cache-0", "node-1", "master", "0"), redisPod("cache-1", "node-1", "replica", "0")},
-			format: "json", wantViolations: true,
+			name:     "violation, json",
+			pods:     []corev1.Pod{redisPod("cache-0", "node-1", "master", "0"), redisPod("cache-1", "node-1", "replica", "0")},
+			args:     []string{"--output=json"},
+			wantCode: exitViolations,
 			want: `{
   "violations": [
     {
@@ -163,24 +176,37 @@ redis-masters  shop       node-1  cache-0,cache-2  redis: master shop/cache-2 of
   "policyRevision": `,
 		},
 		{
-			name:   "no violation",
-			pods:   []corev1.Pod{redisPod("cache-0", "node-1", "master", "0"), redisPod("cache-1", "node-2", "replica", "0")},
-			format: "table",
-			want:   "0 violations among 2 bound pods, policy revision ",
+			name: "no violation",
+			pods: []corev1.Pod{redisPod("cache-0", "node-1", "master", "0"), redisPod("cache-1", "node-2", "replica", "0")},
+			want: "0 violations among 2 bound pods, policy revision ",
+		},
+		{
+			name: "another namespace",
+			pods: []corev1.Pod{redisPod("cache-0", "node-1", "master", "0"), redisPod("cache-2", "node-1", "master", "1")},
+			args: []string{"-n", "search"},
+			want: "0 violations among 0 bound pods, policy revision ",
+		},
+		{
+			name:     "the namespace, and -A",
+			pods:     []corev1.Pod{redisPod("cache-0", "node-1", "master", "0"), redisPod("cache-2", "node-1", "master", "1")},
+			args:     []string{"--namespace=shop", "-A=false"},
+			wantCode: exitViolations,
+			want:     "RULE           NAMESPACE  NODE    PODS             REASON\nredis-masters  shop",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kubeconfig := fakeAPIServer(t, nodes(), tc.pods)
-			var stdout, stderr bytes.Buffer
-			violations, err := auditTo([]string{"--kubeconfig", kubeconfig, "-o", tc.format, "--timeout", "20s"}, &stdout, &stderr)
-			if err != nil {
-				t.Fatalf("auditTo() error = %v; log:\n%s", err, stderr.String())
+			code, stdout, stderr := runCmd(t, append([]string{"audit", "--kubeconfig", kubeconfig, "--timeout", "20s"}, tc.args...)...)
+			if code != tc.wantCode {
+				t.Errorf("audit exit %d, want %d; stderr:\n%s", code, tc.wantCode, stderr)
 			}
-			if violations != tc.wantViolations {
-				t.Errorf("auditTo() violations = %v, want %v", violations, tc.wantViolations)
+			if !strings.HasPrefix(stdout, tc.want) {
+				t.Errorf("audit wrote:\n%s\nwant it to start with:\n%s", stdout, tc.want)
 			}
-			if got := stdout.String(); !strings.HasPrefix(got, tc.want) {
-				t.Errorf("auditTo() wrote:\n%s\nwant it to start with:\n%s", got, tc.want)
+			// Violations are no error line, and progress is off when
+			// standard error is no terminal (the log may warn).
+			if strings.Contains(stderr, "regosched: ") || strings.Contains(stderr, "regosched audit: ") {
+				t.Errorf("audit wrote an error or progress to standard error:\n%s", stderr)
 			}
 		})
 	}

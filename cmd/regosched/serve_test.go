@@ -19,7 +19,7 @@ func TestServeRefusesFlagValues(t *testing.T) {
 	}{
 		{[]string{"--soft-rules=score"}, `--soft-rules: want prioritize or filter, got "score"`},
 		{[]string{"--log-format=xml"}, "--log-format: want text or json"},
-		{[]string{"--tls-allowed-client-names-typo=x"}, "flag provided but not defined"},
+		{[]string{"--tls-allowed-client-names-typo=x"}, "unknown flag: --tls-allowed-client-names-typo"},
 		{[]string{"--repair=yes"}, `--repair="yes": want off, plan or on`},
 	}
 	for _, tt := range tests {

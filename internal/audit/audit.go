@@ -108,6 +108,11 @@ type Config struct {
 	// AfterPass, when set, is given the report of each pass of Loop that
 	// succeeded (the repair acts on it), before the next pass starts.
 	AfterPass func(context.Context, Report)
+	// Judged, when set, is told how many of a pass's pods to judge it has
+	// judged, once before the first and after each: a pass over a big
+	// cluster takes a while, and `regosched audit --progress` says how far
+	// it is. It is called on the pass's goroutine and must be cheap.
+	Judged func(done, total int)
 }
 
 // Auditor runs audit passes. Create it with New.
@@ -118,6 +123,8 @@ type Auditor struct {
 	log      logrus.FieldLogger
 	// afterReport is Config.AfterPass.
 	afterReport func(context.Context, Report)
+	// judged is Config.Judged; nil tells no one.
+	judged func(done, total int)
 	// eventsPerPass and eventsPerNamespace are Config's caps, defaults applied.
 	eventsPerPass, eventsPerNamespace int
 
@@ -182,6 +189,7 @@ func New(cfg Config) (*Auditor, error) {
 		recorder:           cfg.Recorder,
 		log:                cfg.Log,
 		afterReport:        cfg.AfterPass,
+		judged:             cfg.Judged,
 		eventsPerPass:      cmp.Or(cfg.EventsPerPass, DefaultEventsPerPass),
 		eventsPerNamespace: cmp.Or(cfg.EventsPerNamespace, DefaultEventsPerNamespace),
 		violations: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -295,22 +303,29 @@ func (a *Auditor) pass(ctx context.Context, pol *policy.Policy) ([]collected, in
 			crowd[slot{k, x.Pod.Node}]++
 		}
 	}
+	// The suspects are listed before any is judged, so that progress can
+	// be told as a share of them.
+	var suspects []*placement.Pod
+	for _, x := range indexed {
+		if x.Pod.Node != "" && slices.ContainsFunc(x.Keys, func(k string) bool { return crowd[slot{k, x.Pod.Node}] > 1 }) {
+			suspects = append(suspects, x.Pod)
+		}
+	}
 	byKey := map[pairKey]*found{}
 	var skipped []string
 	described := map[*placement.Pod]description{}
 	// Kept even when the pass fails: what it described is still right.
 	defer func() { a.described = described }()
-	for _, x := range indexed {
-		if x.Pod.Node == "" || !slices.ContainsFunc(x.Keys, func(k string) bool { return crowd[slot{k, x.Pod.Node}] > 1 }) {
-			continue
-		}
+	a.tellJudged(0, len(suspects))
+	for i, pod := range suspects {
 		if err := ctx.Err(); err != nil {
 			return nil, 0, nil, fmt.Errorf("audit pass: %w", err)
 		}
-		if err := a.judge(ctx, pol, x.Pod, described, byKey); err != nil {
-			a.log.WithError(err).WithField("pod", x.Pod.Key()).Warn("audit: the policy could not judge a bound pod")
-			skipped = append(skipped, x.Pod.Key())
+		if err := a.judge(ctx, pol, pod, described, byKey); err != nil {
+			a.log.WithError(err).WithField("pod", pod.Key()).Warn("audit: the policy could not judge a bound pod")
+			skipped = append(skipped, pod.Key())
 		}
+		a.tellJudged(i+1, len(suspects))
 	}
 	slices.Sort(skipped)
 	out := make([]collected, 0, len(byKey))
@@ -319,6 +334,13 @@ func (a *Auditor) pass(ctx context.Context, pol *policy.Policy) ([]collected, in
 	}
 	slices.SortFunc(out, func(x, y collected) int { return compareViolations(x.violation, y.violation) })
 	return out, len(indexed), skipped, nil
+}
+
+// tellJudged passes a pass's progress on to Config.Judged, if set.
+func (a *Auditor) tellJudged(done, total int) {
+	if a.judged != nil {
+		a.judged(done, total)
+	}
 }
 
 // judge adds to byKey the conflicts pod has on its own node: it is

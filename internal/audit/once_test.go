@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,5 +49,74 @@ func TestOnceUnreachable(t *testing.T) {
 	_, err := Once(context.Background(), OnceOptions{Client: client, Policy: defaultPolicy(t), Log: log, SyncTimeout: time.Second})
 	if err == nil || !strings.Contains(err.Error(), "listing nodes from the API server: connection refused") {
 		t.Errorf("Once() error = %v, want the failed node list", err)
+	}
+}
+
+// TestOnceNamespace: -n reports the violations that involve a pod of the
+// namespace, and counts its pods alone; every pod is still judged.
+func TestOnceNamespace(t *testing.T) {
+	pol := defaultPolicy(t)
+	log, _ := logtest.NewNullLogger()
+	objects := append(nodes("node-1", "node-2"),
+		bound("shop", "cache-0", "node-1", redisLabels("cache", "master", "0")),
+		bound("shop", "cache-1", "node-1", redisLabels("cache", "replica", "0")),
+		bound("search", "logs-data-0", "node-2", esLabels("logs")),
+		bound("search", "logs-data-1", "node-2", esLabels("logs")),
+	)
+	shop := Violation{
+		Rule: "redis-master-replica", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-1"},
+		Reason: "redis: replica shop/cache-1 of cluster cache (shard 0) already on this node",
+	}
+	for _, tc := range []struct {
+		namespace string
+		want      Report
+	}{
+		{namespace: "shop", want: Report{Violations: []Violation{shop}, Pods: 2}},
+		{namespace: "nowhere", want: Report{Violations: []Violation{}}},
+	} {
+		t.Run(tc.namespace, func(t *testing.T) {
+			got, err := Once(context.Background(), OnceOptions{
+				Client: fake.NewClientset(objects...), Policy: pol, Log: log, Namespace: tc.namespace,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.want.PolicyRevision = pol.Revision()
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Once() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestOnceProgress: Once tells its progress, listing then judging, and
+// ends with the complete counts.
+func TestOnceProgress(t *testing.T) {
+	log, _ := logtest.NewNullLogger()
+	client := fake.NewClientset(append(nodes("node-1", "node-2"),
+		bound("shop", "cache-0", "node-1", redisLabels("cache", "master", "0")),
+		bound("shop", "cache-1", "node-1", redisLabels("cache", "replica", "0")),
+		bound("search", "logs-data-0", "node-2", esLabels("logs")),
+	)...)
+	var got []Progress
+	_, err := Once(context.Background(), OnceOptions{Client: client, Policy: defaultPolicy(t), Log: log,
+		Progress: func(p Progress) { got = append(got, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The listing's counts depend on when the cache was polled; from the
+	// complete lists on, the progress is exact: two pods share node-1.
+	i := slices.IndexFunc(got, func(p Progress) bool { return p.Listed })
+	if i < 1 {
+		t.Fatalf("progress = %+v, want listing first, then the lists complete", got)
+	}
+	want := []Progress{
+		{Listed: true, Pods: 3, Nodes: 2},
+		{Listed: true, Pods: 3, Nodes: 2, Judged: 0, ToJudge: 2},
+		{Listed: true, Pods: 3, Nodes: 2, Judged: 1, ToJudge: 2},
+		{Listed: true, Pods: 3, Nodes: 2, Judged: 2, ToJudge: 2},
+	}
+	if diff := cmp.Diff(want, got[i:]); diff != "" {
+		t.Errorf("progress once listed (-want +got):\n%s", diff)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -29,7 +30,7 @@ func TestClientAsksForProtobuf(t *testing.T) {
 	defer api.Close()
 	kubeconfig := writeKubeconfig(t, api.URL)
 
-	cfg, err := Config(kubeconfig)
+	cfg, err := Config(Target{Kubeconfig: kubeconfig})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestConfigOrder(t *testing.T) {
 			}
 			t.Setenv("KUBERNETES_SERVICE_HOST", host)
 			t.Setenv("KUBERNETES_SERVICE_PORT", port)
-			cfg, err := Config(tt.path)
+			cfg, err := Config(Target{Kubeconfig: tt.path})
 			if tt.want == "" {
 				if err == nil {
 					t.Fatalf("Config() = %s, want the in-cluster error", cfg.Host)
@@ -102,6 +103,96 @@ func TestConfigOrder(t *testing.T) {
 			}
 			if cfg.Host != tt.want {
 				t.Errorf("Config().Host = %q, want %q", cfg.Host, tt.want)
+			}
+		})
+	}
+}
+
+// TestContext: --context picks a context of the kubeconfig, as kubectl's
+// does, for the server and for the namespace a command uses without -n.
+func TestContext(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- {name: a, cluster: {server: "https://a.example:6443"}}
+- {name: b, cluster: {server: "https://b.example:6443"}}
+users: [{name: u, user: {token: t}}]
+contexts:
+- {name: a, context: {cluster: a, user: u, namespace: shop}}
+- {name: b, context: {cluster: b, user: u}}
+current-context: a
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, context    string
+		wantHost, wantNS string
+		wantErr          string
+	}{
+		{name: "the current context", wantHost: "https://a.example:6443", wantNS: "shop"},
+		{name: "another context", context: "b", wantHost: "https://b.example:6443", wantNS: "default"},
+		{name: "an unknown context", context: "nope", wantErr: "nope"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			target := Target{Kubeconfig: path, Context: tt.context}
+			cfg, err := Config(target)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Config(%+v) error = %v, want one containing %q", target, err, tt.wantErr)
+				}
+				if _, err := Namespace(target); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Namespace(%+v) error = %v, want one containing %q", target, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			ns, err := Namespace(target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{tt.wantHost, tt.wantNS}, []string{cfg.Host, ns}); diff != "" {
+				t.Errorf("host, namespace (-want +got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("contexts, for completion", func(t *testing.T) {
+		got, err := Contexts(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"a", "b"}, got); diff != "" {
+			t.Errorf("Contexts() (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestContextSkipsInCluster: a context names a kubeconfig entry, so a
+// command given --context in a pod reads the kubeconfig, not the pod's
+// service account.
+func TestContextSkipsInCluster(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "443")
+	tests := []struct {
+		name          string
+		target        Target
+		wantInCluster bool
+	}{
+		// The token is missing here: the in-cluster attempt is an error.
+		{name: "no flags", target: Target{}, wantInCluster: true},
+		{name: "--context", target: Target{Context: "b"}},
+		{name: "--kubeconfig", target: Target{Kubeconfig: "/nonexistent"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := tt.target.inCluster()
+			tried := err != nil || cfg != nil
+			if tried != tt.wantInCluster {
+				t.Errorf("inCluster(%+v) = %v, %v; want tried %v", tt.target, cfg, err, tt.wantInCluster)
 			}
 		})
 	}

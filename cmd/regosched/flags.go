@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+
+	"github.com/regosched/regosched/internal/kubeclient"
+)
+
+// usageError is a mistake in how regosched was called: an unknown command
+// or flag, a bad flag value, a missing argument. It exits 64 and points at
+// --help.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, a ...any) error {
+	return &usageError{fmt.Errorf(format, a...)}
+}
+
+// noArgs refuses positional arguments as a usage error (cobra.NoArgs's is
+// a plain error).
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageErrorf("%s takes no arguments, got %q", cmd.Name(), args)
+	}
+	return nil
+}
+
+// addClusterFlags adds --kubeconfig and --context, as kubectl names them,
+// to the commands that talk to the API server.
+func addClusterFlags(cmd *cobra.Command, kubeconfig, kubeContext *string) {
+	fs := cmd.Flags()
+	fs.StringVar(kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else in-cluster, else ~/.kube/config)")
+	fs.StringVar(kubeContext, "context", "", "kubeconfig context to use (default: the kubeconfig's current context); reads the kubeconfig even in a pod")
+	mustRegister(cmd, "context", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		names, err := kubeclient.Contexts(*kubeconfig)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	})
+}
+
+// enumFlag completes flag's values from choices.
+func enumFlag(cmd *cobra.Command, flag string, choices ...string) {
+	mustRegister(cmd, flag, cobra.FixedCompletions(choices, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// mustRegister registers a flag's completion; it fails only for a flag the
+// command does not have, a mistake of this package caught by any test.
+func mustRegister(cmd *cobra.Command, flag string, f cobra.CompletionFunc) {
+	if err := cmd.RegisterFlagCompletionFunc(flag, f); err != nil {
+		panic(err)
+	}
+}
+
+// logLevels completes --log-level with the levels logrus parses.
+func logLevels(cmd *cobra.Command) {
+	enumFlag(cmd, "log-level", "debug", "info", "warn", "error")
+}
+
+// newLogger is a logger to w at the --log-level level.
+func newLogger(w io.Writer, level string) (*logrus.Logger, error) {
+	lvl, err := logrus.ParseLevel(level)
+	if err != nil {
+		return nil, usageErrorf("--log-level: %w", err)
+	}
+	logger := logrus.New()
+	logger.SetOutput(w)
+	logger.SetLevel(lvl)
+	return logger, nil
+}
+
+// commaList is a flag of comma-separated items, spaces around each trimmed
+// and empty ones dropped; each use of the flag replaces the last.
+type commaList struct{ items *[]string }
+
+func (c commaList) String() string { return strings.Join(*c.items, ",") }
+func (c commaList) Type() string   { return "strings" }
+func (c commaList) Set(v string) error {
+	var out []string
+	for item := range strings.SplitSeq(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	*c.items = out
+	return nil
+}
+
+var _ pflag.Value = commaList{}
+
+// isTerminal says whether w is a terminal, for output meant for people
+// only (audit's progress).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
