@@ -107,6 +107,21 @@ check "health, /version and /metrics on the health port" \
 	grep -q -- '- --health-listen=:8081' "$out/deploy.yaml"
 check "probes on the health port" \
 	test "$(grep -A2 'httpGet:' "$out/deploy.yaml" | grep -c 'port: health')" -ge 2
+# replicas_of FILE KIND NAME: spec.replicas of that object of a kustomize
+# render (its keys are sorted: metadata's name before spec's replicas).
+replicas_of() {
+	awk -v kind="$2" -v name="$3" '/^---/{k="";n=""} /^kind: /{k=$2} /^  name: /{n=$2}
+		/^  replicas: / && k==kind && n==name {print $2}' "$1"
+}
+check "HA runs two extender replicas and two scheduler replicas" \
+	test "$(replicas_of "$out/ha.yaml" Deployment regosched)$(replicas_of "$out/ha.yaml" Deployment regosched-scheduler)" = 22
+check "HA keeps one of each through drains (PodDisruptionBudgets regosched, regosched-scheduler)" \
+	test "$(for n in regosched regosched-scheduler; do awk -v n="$n" '/^---/{k=""} /^kind: /{k=$2}
+		k=="PodDisruptionBudget" && $0=="  name: " n {print}' "$out/ha.yaml"; done | wc -l)" -eq 2
+check "HA replicas prefer distinct nodes (pod anti-affinity on kubernetes.io/hostname, both)" \
+	test "$(grep -c 'topologyKey: kubernetes.io/hostname' "$out/ha.yaml")" -eq 2
+check "scheduler elects a leader on its own Lease regosched-scheduler" \
+	bash -c "grep -A6 '^leaderElection:' deploy/scheduler/kube-scheduler-config.yaml | grep -q '^  resourceName: regosched-scheduler\$'"
 check "HA Service selects the leader's label" \
 	grep -q 'regosched.io/leader: "true"' "$out/ha.yaml"
 check "HA extender gets its pod name for the label" \

@@ -222,6 +222,7 @@ func TestChartReleaseName(t *testing.T) {
 		"Deployment sched/blue-regosched-scheduler",
 		"NetworkPolicy sched/blue-regosched",
 		"PodDisruptionBudget sched/blue-regosched",
+		"PodDisruptionBudget sched/blue-regosched-scheduler",
 		"Role sched/blue-regosched-leader-election",
 		"Role sched/blue-regosched-scheduler:leader-election",
 		"RoleBinding kube-system/blue-regosched-scheduler:extension-apiserver-authentication-reader",
@@ -284,6 +285,7 @@ func TestChartRefusesValues(t *testing.T) {
 		// and, here, deploy plain HTTP.
 		{"misspelt value", "tls.enable=true", "additional properties 'enable' not allowed"},
 		{"no replica", "replicas=0", "/replicas"},
+		{"no scheduler replica", "scheduler.replicas=0", "/scheduler/replicas"},
 		{"policyData with a signed bundle", "policy.verificationKey.existingSecret=k,policyData.weights.node_spread=2", "policyData cannot be combined with policy.verificationKey"},
 		{"soft rules nowhere", "softRules=score", "/softRules"},
 		// regosched would send the password to any pod that looks like a

@@ -71,6 +71,36 @@ app.kubernetes.io/part-of: regosched
 {{- if gt (int .Values.replicas) 1 }}true{{ end -}}
 {{- end -}}
 
+{{/* The second scheduler's replicas: scheduler.replicas, else replicas. */}}
+{{- define "regosched.schedulerReplicas" -}}
+{{- if kindIs "string" .Values.scheduler.replicas -}}
+{{- int .Values.replicas -}}
+{{- else -}}
+{{- int .Values.scheduler.replicas -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A component's affinity: the value given, else with more than one replica a
+preferred anti-affinity on the node, so that one node's death leaves a
+replica; preferred, so that a one-node cluster runs them all the same.
+Call with (dict "ctx" $ "component" "scheduler" "replicas" 2 "affinity" {}).
+*/}}
+{{- define "regosched.affinity" -}}
+{{- if .affinity -}}
+{{- toYaml .affinity -}}
+{{- else if gt (int .replicas) 1 -}}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "regosched.selectorLabels" . | nindent 12 }}
+{{- end -}}
+{{- end -}}
+
 {{- define "regosched.image" -}}
 {{- if .Values.image.digest -}}
 {{ .Values.image.repository }}@{{ .Values.image.digest }}
