@@ -103,6 +103,10 @@ check "admission policy lets regosched create ConfigMap regosched-repairs" \
 	grep -q "''regosched-repairs''\])'\$" "$out/deploy.yaml"
 check "mutual TLS accepts the scheduler's client certificate only" \
 	grep -q -- '- --tls-allowed-client-names=regosched-scheduler$' "$out/tls.yaml"
+check "mutual TLS: the leader rolls the scheduler when its client Secret changes (flags, Role by name, admission policy)" \
+	bash -c "grep -q -- '- --scheduler-client-secret=regosched-scheduler-client-tls\$' '$out/tls.yaml' &&
+		grep -q -- '- --scheduler-deployment=regosched-scheduler\$' '$out/tls.yaml' &&
+		grep -q '^  name: regosched-cert-roll\$' '$out/tls.yaml' && grep -q '^  name: regosched-scheduler-patch\$' '$out/tls.yaml'"
 check "health, /version and /metrics on the health port" \
 	grep -q -- '- --health-listen=:8081' "$out/deploy.yaml"
 check "probes on the health port" \

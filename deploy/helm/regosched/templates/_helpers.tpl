@@ -62,6 +62,15 @@ app.kubernetes.io/part-of: regosched
 {{- .Values.tls.serverSecretName | default (printf "%s-tls" (include "regosched.fullname" .)) -}}
 {{- end -}}
 
+{{/*
+regosched rolls the scheduler when its client certificate Secret changes
+(serve --scheduler-client-secret, --scheduler-deployment): with tls, unless
+tls.rollSchedulerOnRenewal is off.
+*/}}
+{{- define "regosched.certRoll" -}}
+{{- if and (include "regosched.tls" .) .Values.tls.rollSchedulerOnRenewal (not (include "regosched.plugin" .)) }}true{{ end -}}
+{{- end -}}
+
 {{- define "regosched.clientSecretName" -}}
 {{- .Values.tls.clientSecretName | default (printf "%s-scheduler-client-tls" (include "regosched.fullname" .)) -}}
 {{- end -}}
