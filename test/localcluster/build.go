@@ -2,7 +2,7 @@ package localcluster
 
 import (
 	"bufio"
-	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,15 +22,17 @@ import (
 // ModulePath is the module path FindRepoRoot looks for.
 const ModulePath = "github.com/regosched/regosched"
 
-// toolsDir holds the two tool modules, relative to the repository root.
-// They are separate modules so that k8s.io/kubernetes and etcd never enter
-// the project's own go.mod.
+// toolsDir holds the tool modules, relative to the repository root: etcd,
+// kubernetes (the current minor) and kubernetes-<minor> (older ones; see
+// KubernetesEnv). They are separate modules so that k8s.io/kubernetes and
+// etcd never enter the project's own go.mod.
 const toolsDir = "deploy/local/tools"
 
 // toolModuleFiles are hashed into the cache key, so that bumping a version in
-// either tool module builds a fresh set of binaries in a new folder.
-func toolModuleFiles() []string {
-	return []string{"etcd/go.mod", "etcd/go.sum", "kubernetes/go.mod", "kubernetes/go.sum"}
+// either tool module, or picking another Kubernetes module (kubeDir), builds
+// a fresh set of binaries in a new folder.
+func toolModuleFiles(kubeDir string) []string {
+	return []string{"etcd/go.mod", "etcd/go.sum", kubeDir + "/go.mod", kubeDir + "/go.sum"}
 }
 
 // BuildOptions configures Build.
@@ -41,6 +43,10 @@ type BuildOptions struct {
 	// CacheDir is where binaries are kept between runs; DefaultCacheDir is
 	// used when empty.
 	CacheDir string
+	// Kubernetes is the Kubernetes minor to build, e.g. "1.36"; when empty,
+	// $REGOSCHED_KUBERNETES (KubernetesEnv) says, and when that is empty
+	// too, the default tool module (the current minor) is built.
+	Kubernetes string
 	// Log receives progress messages; nil discards them.
 	Log logrus.FieldLogger
 }
@@ -52,6 +58,10 @@ type Binaries struct {
 	KubeScheduler         string
 	KubeControllerManager string
 	Kubectl               string
+	// Kubernetes is the k8s.io/kubernetes version the Kubernetes binaries
+	// were built from, e.g. "v1.36.3", for tests whose expectations depend
+	// on it; "" when the tool module does not say.
+	Kubernetes string
 }
 
 func binariesIn(dir string) Binaries {
@@ -97,10 +107,14 @@ func kubernetesPackages(names []string) []string {
 // kube-controller-manager and kubectl from the tool modules under
 // deploy/local/tools, unless a previous run already left them in the cache
 // folder for the current module versions. Only the missing ones are built.
+// The Kubernetes minor is BuildOptions.Kubernetes, else $REGOSCHED_KUBERNETES,
+// else the default module's; each module has a cache folder of its own.
 //
 // A cold build takes minutes; later builds of a changed version reuse the Go
-// build cache and mostly link. Outside Linux it returns CheckOS's error at
-// once, rather than build binaries that no cluster could run.
+// build cache and mostly link. While a build runs, the log gets a line every
+// progressInterval with the packages compiled so far against those to
+// compile. Outside Linux it returns CheckOS's error at once, rather than
+// build binaries that no cluster could run.
 func Build(ctx context.Context, opts BuildOptions) (Binaries, error) {
 	if err := CheckOS(); err != nil {
 		return Binaries{}, err
@@ -122,13 +136,26 @@ func Build(ctx context.Context, opts BuildOptions) (Binaries, error) {
 		}
 	}
 	tools := filepath.Join(root, toolsDir)
-	key, err := toolsKey(tools)
+	mods, err := kubernetesModules(tools)
+	if err != nil {
+		return Binaries{}, err
+	}
+	kube, err := selectKubernetes(mods, cmp.Or(opts.Kubernetes, os.Getenv(KubernetesEnv)))
+	if err != nil {
+		return Binaries{}, err
+	}
+	key, err := toolsKey(tools, kube.Dir)
 	if err != nil {
 		return Binaries{}, err
 	}
 	dir := filepath.Join(cacheDir, "bin-"+key[:16])
 	bins := binariesIn(dir)
-	log = log.WithField("dir", dir)
+	bins.Kubernetes = kube.Version
+	log = log.WithFields(logrus.Fields{"dir": dir, "kubernetes": cmp.Or(kube.Version, kube.Dir)})
+	if !kube.Default {
+		// Say it once up front: every later result depends on it.
+		log.Infof("control plane of Kubernetes %s, not the default %s", kube.Minor, mods[0].Minor)
+	}
 
 	needEtcd := !fileExists(bins.Etcd)
 	needKube := bins.missingKubernetes()
@@ -154,8 +181,8 @@ func Build(ctx context.Context, opts BuildOptions) (Binaries, error) {
 	if needEtcd {
 		// etcd's server module is package main at its root, so the binary
 		// would be called "v3" without an explicit name.
-		if err := goBuild(ctx, log, filepath.Join(tools, "etcd"),
-			"-o", tmpEtcd, "go.etcd.io/etcd/server/v3"); err != nil {
+		if err := goBuild(ctx, log, filepath.Join(tools, "etcd"), "etcd",
+			tmpEtcd, "go.etcd.io/etcd/server/v3"); err != nil {
 			return Binaries{}, err
 		}
 		built = append(built, "etcd")
@@ -163,8 +190,8 @@ func Build(ctx context.Context, opts BuildOptions) (Binaries, error) {
 	if len(needKube) > 0 {
 		// One invocation for all of them: the go command then compiles the
 		// packages they share once, in parallel.
-		args := append([]string{"-o", tmp + string(filepath.Separator)}, kubernetesPackages(needKube)...)
-		if err := goBuild(ctx, log, filepath.Join(tools, "kubernetes"), args...); err != nil {
+		if err := goBuild(ctx, log, filepath.Join(tools, kube.Dir), strings.Join(needKube, ", "),
+			tmp+string(filepath.Separator), kubernetesPackages(needKube)...); err != nil {
 			return Binaries{}, err
 		}
 		built = append(built, needKube...)
@@ -177,34 +204,84 @@ func Build(ctx context.Context, opts BuildOptions) (Binaries, error) {
 	return bins, nil
 }
 
-// goBuild runs "go build args..." in the module at dir.
-func goBuild(ctx context.Context, log logrus.FieldLogger, dir string, args ...string) error {
+// goBuild runs "go build -v -o out pkgs..." in the module at dir, logging
+// its progress; what names the binaries in the log.
+func goBuild(ctx context.Context, log logrus.FieldLogger, dir, what, out string, pkgs ...string) error {
 	start := time.Now()
-	log = log.WithFields(logrus.Fields{"module": filepath.Base(dir), "args": args})
-	log.Info("building control plane binaries (a cold build takes minutes)")
+	log = log.WithField("module", filepath.Base(dir))
+	log.Infof("building %s (a cold build takes minutes): listing its packages", what)
 
-	cmd := exec.CommandContext(ctx, "go", append([]string{"build"}, args...)...)
+	// Counting first costs a second or two (go list hashes the sources, as
+	// go build will) and tells how many packages the build will compile.
+	var deps []string
+	expected := 0
+	list, err := goCommand(ctx, dir, append([]string{"list", "-deps", "-f", listFormat}, pkgs...)...).Output()
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		err = fmt.Errorf("go list: %w: %s", err, lastLines(string(exitErr.Stderr), 5))
+	}
+	if err == nil {
+		deps, expected, err = parseGoList(string(list))
+	}
+	if err != nil {
+		deps = nil
+		log.WithError(err).Warn("counting the packages to compile failed; progress shows no total")
+	}
+	progress := newBuildProgress(log, what, deps, expected, start)
+	log.Info(progress.message(time.Now()))
+
+	cmd := goCommand(ctx, dir, append([]string{"build", "-v", "-o", out}, pkgs...)...)
+	cmd.Stdout = progress
+	cmd.Stderr = progress
+	stop := make(chan struct{})
+	ticking := make(chan struct{})
+	go func() {
+		defer close(ticking)
+		// Ticks finer than progressInterval, so that a line comes about
+		// every interval even while only the linker runs.
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-t.C:
+				progress.tick(now)
+			}
+		}
+	}()
+	err = cmd.Run()
+	close(stop)
+	<-ticking
+	if err != nil {
+		return fmt.Errorf("go build in %s: %w\n%s", dir, err, progress.output())
+	}
+	log.WithFields(logrus.Fields{
+		"took":     time.Since(start).Round(time.Second),
+		"compiled": progress.compiledCount(),
+	}).Infof("built %s", what)
+	return nil
+}
+
+// goCommand is "go args..." in the module at dir.
+func goCommand(ctx context.Context, dir string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
 	// A go.work above the checkout must not pull the tool modules into the
 	// project's build list.
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	cmd.SysProcAttr = ChildSysProcAttr()
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build in %s: %w\n%s", dir, err, lastLines(out.String(), 30))
-	}
-	log.WithField("took", time.Since(start).Round(time.Second)).Info("built")
-	return nil
+	return cmd
 }
 
-// toolsKey hashes the go.mod and go.sum of both tool modules, plus the
-// target platform, into a hex string.
-func toolsKey(tools string) (string, error) {
+// toolsKey hashes the go.mod and go.sum of the etcd tool module and of the
+// Kubernetes one in kubeDir, plus the target platform, into a hex string.
+// For the default module (kubernetes) it is the key of the folder binaries
+// were cached in before other minors existed.
+func toolsKey(tools, kubeDir string) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s/%s\n", runtime.GOOS, runtime.GOARCH)
-	for _, name := range toolModuleFiles() {
+	for _, name := range toolModuleFiles(kubeDir) {
 		data, err := os.ReadFile(filepath.Join(tools, filepath.FromSlash(name)))
 		if err != nil {
 			return "", fmt.Errorf("hashing tool modules: %w", err)

@@ -33,7 +33,7 @@ func TestToolsKey(t *testing.T) {
 		t.Helper()
 		dir := t.TempDir()
 		writeTools(t, dir, files)
-		key, err := toolsKey(dir)
+		key, err := toolsKey(dir, defaultKubernetesDir)
 		if err != nil {
 			t.Fatalf("toolsKey() error = %v", err)
 		}
@@ -76,7 +76,7 @@ func TestToolsKey(t *testing.T) {
 		files := with("etcd/go.mod", "")
 		delete(files, "kubernetes/go.sum")
 		writeTools(t, dir, files)
-		if _, err := toolsKey(dir); err == nil {
+		if _, err := toolsKey(dir, defaultKubernetesDir); err == nil {
 			t.Error("toolsKey() succeeded without kubernetes/go.sum")
 		}
 	})
@@ -145,10 +145,12 @@ func TestBuildSkipsCachedBinaries(t *testing.T) {
 	writeTools(t, filepath.Join(root, toolsDir), map[string]string{
 		"etcd/go.mod": "a", "etcd/go.sum": "b", "kubernetes/go.mod": "c", "kubernetes/go.sum": "d",
 	})
-	key, err := toolsKey(filepath.Join(root, toolsDir))
+	key, err := toolsKey(filepath.Join(root, toolsDir), defaultKubernetesDir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The default module whatever the environment running the tests says.
+	t.Setenv(KubernetesEnv, "")
 	cache := t.TempDir()
 	want := binariesIn(filepath.Join(cache, "bin-"+key[:16]))
 	if err := os.MkdirAll(filepath.Dir(want.Etcd), 0o755); err != nil {
