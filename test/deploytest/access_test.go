@@ -137,7 +137,7 @@ func TestChartAllowedClientsAndHealthPort(t *testing.T) {
 			render  Render
 			wantArg string
 		}{
-			{"cert-manager, release blue", Render{Release: "blue", Set: []string{"tls.certManager.enabled=true"}}, "--tls-allowed-client-names=blue-regosched-scheduler"},
+			{"cert-manager, release blue", Render{Release: "blue", Set: []string{"tls.certManager.enabled=true"}, APIVersions: CRDAPIVersions}, "--tls-allowed-client-names=blue-regosched-scheduler"},
 			{"names set", Render{Set: []string{"tls.enabled=true", "tls.allowedClientNames={sched-a,sched-b.example.com}"}}, "--tls-allowed-client-names=sched-a,sched-b.example.com"},
 			{"no tls", Render{Set: []string{"tls.allowedClientNames={sched-a}"}}, ""},
 		}

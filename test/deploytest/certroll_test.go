@@ -26,7 +26,7 @@ func TestChartCertRoll(t *testing.T) {
 		{name: "tls.enabled, replicas=2", render: Render{Set: []string{"tls.enabled=true", "replicas=2"}}, roll: true, policy: true},
 		{
 			name:   "cert-manager, release blue, a Secret of another name",
-			render: Render{Release: "blue", Namespace: "sched", Set: []string{"tls.certManager.enabled=true", "tls.clientSecretName=sched-client"}},
+			render: Render{Release: "blue", Namespace: "sched", Set: []string{"tls.certManager.enabled=true", "tls.clientSecretName=sched-client"}, APIVersions: CRDAPIVersions},
 			roll:   true, policy: true,
 		},
 		{name: "no admission policies", render: Render{Set: []string{"tls.enabled=true", "admissionPolicy.enabled=false"}}, roll: true},

@@ -286,7 +286,7 @@ func TestChartRendersDeploy(t *testing.T) {
 		{name: "tls.enabled", render: Render{Set: []string{"tls.enabled=true"}}, kustomize: "deploy/tls"},
 		{name: "tls.enabled replicas=2", render: Render{Set: []string{"tls.enabled=true", "replicas=2"}}, kustomize: "deploy/tls/ha"},
 		{
-			name: "tls.certManager.enabled", render: Render{Set: []string{"tls.certManager.enabled=true"}}, kustomize: "deploy/tls",
+			name: "tls.certManager.enabled", render: Render{Set: []string{"tls.certManager.enabled=true"}, APIVersions: CRDAPIVersions}, kustomize: "deploy/tls",
 			edit: func(t *testing.T, want map[string]Object) {
 				maps.Copy(want, normalize(t, clone(t, []byte(certManagerObjects)), nil))
 			},

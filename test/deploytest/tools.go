@@ -143,6 +143,22 @@ type Render struct {
 	KubeVersion string
 	// Set are --set arguments, SetJSON --set-json ones.
 	Set, SetJSON []string
+	// APIVersions are helm template's --api-versions: APIs the cluster
+	// serves beyond the built-in ones (CRDAPIVersions), without which the
+	// chart refuses the values that render their objects. Lint leaves them
+	// out: helm lint has no such flag, and needs none (see Lint).
+	APIVersions []string
+}
+
+// CRDAPIVersions are the custom resources the chart can render
+// (cert-manager's with tls.certManager, the Prometheus operator's with
+// monitoring), as --api-versions names them.
+var CRDAPIVersions = []string{
+	"cert-manager.io/v1/Certificate",
+	"cert-manager.io/v1/Issuer",
+	"monitoring.coreos.com/v1/PodMonitor",
+	"monitoring.coreos.com/v1/PrometheusRule",
+	"monitoring.coreos.com/v1/ServiceMonitor",
 }
 
 func (r Render) args(root string) []string {
@@ -172,12 +188,20 @@ func (r Render) args(root string) []string {
 
 // Template runs helm template.
 func (r Render) Template(ctx context.Context, root string) ([]byte, error) {
-	return Helm(ctx, root, append([]string{"template"}, r.args(root)...)...)
+	args := append([]string{"template"}, r.args(root)...)
+	for _, a := range r.APIVersions {
+		args = append(args, "--api-versions", a)
+	}
+	return Helm(ctx, root, args...)
 }
 
 // Lint runs helm lint --strict with the same chart and values: a warning
 // fails it too.
 func (r Render) Lint(ctx context.Context, root string) ([]byte, error) {
+	// No --api-versions: helm lint has no such flag, and in lint mode the
+	// template function fail returns nothing instead of an error
+	// (helm.sh/helm/v4 pkg/engine, LintMode), so the chart's refusal of
+	// custom resources a cluster does not serve lets lint render them.
 	a := r.args(root)
 	// lint takes the chart and flags, no release name.
 	args := append([]string{"lint", "--strict", a[1]}, a[2:]...)

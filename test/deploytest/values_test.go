@@ -296,17 +296,25 @@ func TestChartRefusesValues(t *testing.T) {
 		{"repair limit not a number", "repair.maxPerHour=many", "/repair/maxPerHour"},
 		{"repair timeout not a duration", "repair.timeout=5", "/repair/timeout"},
 		{"repair key misspelt", "repair.maxLag=1", "additional properties 'maxLag' not allowed"},
+		// Renamed: one monitoring.labels for every monitoring object.
+		{"serviceMonitor labels", "monitoring.serviceMonitor.labels.release=prometheus", `monitoring.serviceMonitor.labels is replaced by monitoring.labels, one set of labels for the ServiceMonitors, PodMonitors and the PrometheusRule (default release: kube-prometheus-stack): move {"release":"prometheus"} there`},
+		{"prometheusRule labels", "monitoring.prometheusRule.labels.team=a", "monitoring.prometheusRule.labels is replaced by monitoring.labels"},
+		{"two monitors of the same pods", "monitoring.serviceMonitor.enabled=true,monitoring.podMonitor.enabled=true", "scrape the same pods twice"},
+		{"monitoring label not a string", "monitoring.labels.tier=1", "/monitoring/labels/tier"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), toolTimeout)
 			defer cancel()
-			_, err := Render{Set: []string{tt.set}}.Template(ctx, root)
+			_, err := Render{Set: []string{tt.set}, APIVersions: CRDAPIVersions}.Template(ctx, root)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("helm template --set %s: error %v, want one containing %q", tt.set, err, tt.want)
 			}
 		})
 	}
+	// The renamed keys empty, as helm upgrade --reuse-values carries them
+	// from an older release, are accepted.
+	chartObjects(t, root, Render{SetJSON: []string{"monitoring.serviceMonitor.labels={}", "monitoring.prometheusRule.labels={}"}})
 }
 
 // softRules sets regosched's --soft-rules and, with it, whether the

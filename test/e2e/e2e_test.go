@@ -343,8 +343,9 @@ func TestDeployManifestsAccepted(t *testing.T) {
 		// chart, instead of dir: the Helm chart deploy/helm/regosched
 		// rendered with these values for this cluster's version. Objects
 		// of kinds this API server does not serve (cert-manager's, the
-		// Prometheus operator's) are left out of the dry run; their
-		// content is checked by test/deploytest.
+		// Prometheus operator's; rendered with their --api-versions) are
+		// left out of the dry run; their content is checked by
+		// test/deploytest.
 		chart *deploytest.Render
 	}{
 		{name: "extender and scheduler", dir: "deploy"},
@@ -362,7 +363,8 @@ func TestDeployManifestsAccepted(t *testing.T) {
 				"redisRoles.passwordSecret.name=redis-auth", "redisRoles.passwordNamespaces={shop}", "redisRoles.passwordInsecure=true",
 				"redisRoles.podSecrets.enabled=true", "redisRoles.podSecrets.namespaces={shop}",
 			},
-			SetJSON: []string{`policyData={"weights":{"node_spread":2}}`},
+			SetJSON:     []string{`policyData={"weights":{"node_spread":2}}`},
+			APIVersions: deploytest.CRDAPIVersions,
 		}},
 		{name: "chart signed bundle, no NetworkPolicy, no live roles", chart: &deploytest.Render{Set: []string{
 			"policy.url=https://bundles.example.com/regosched.tar.gz", "policy.verificationKey.value=-----BEGIN PUBLIC KEY-----",
@@ -385,6 +387,7 @@ func TestDeployManifestsAccepted(t *testing.T) {
 				`scheduler.extraVolumes=[{"name":"bundle-ca","configMap":{"name":"bundle-ca"}}]`,
 				`scheduler.extraVolumeMounts=[{"name":"bundle-ca","mountPath":"/etc/regosched/bundle-ca","readOnly":true}]`,
 			},
+			APIVersions: deploytest.CRDAPIVersions,
 		}},
 		{name: "chart mode plugin, data overlay, no health namespaces", chart: &deploytest.Render{
 			Set:     []string{"mode=plugin", "logLevel=debug", "plugin.weight=2"},

@@ -417,3 +417,42 @@ scheduler's client certificate (certificates.yaml, deploy/README.md).
 {{- define "regosched.serviceAccountUser" -}}
 system:serviceaccount:{{ .Release.Namespace }}:{{ include "regosched.fullname" . }}
 {{- end -}}
+
+{{/*
+Objects of custom resources (cert-manager's, the Prometheus operator's) are
+rendered only for a cluster that serves them: a value that asks for one on a
+cluster without it fails with what to install, rather than being skipped (a
+skipped PrometheusRule or ServiceMonitor is an alert that never fires, a
+skipped Certificate pods that wait for ever). helm install and upgrade read
+the served APIs from the cluster; helm template must be told them with
+--api-versions; helm lint ignores fail, and lints the objects. Call with (dict "ctx" $ "value" "monitoring.podMonitor.enabled"
+"apis" (list "monitoring.coreos.com/v1/PodMonitor") "install" "...").
+*/}}
+{{- define "regosched.requireAPIs" -}}
+{{- $missing := list -}}
+{{- range .apis -}}
+{{- if not ($.ctx.Capabilities.APIVersions.Has .) -}}
+{{- $missing = append $missing . -}}
+{{- end -}}
+{{- end -}}
+{{- if $missing -}}
+{{- fail (printf "%s: the cluster does not serve %s: install %s first, or set %s=false. With helm template, pass --api-versions %s" .value (join ", " $missing) .install .value (join " --api-versions " $missing)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Monitoring values that changed: refused with what to set instead, rather
+than ignored. Empty is accepted, as helm upgrade --reuse-values carries the
+old defaults ({}).
+*/}}
+{{- define "regosched.checkMonitoring" -}}
+{{- $m := .Values.monitoring -}}
+{{- range $old := list "serviceMonitor" "prometheusRule" -}}
+{{- with (get (get $m $old) "labels") -}}
+{{- fail (printf "monitoring.%s.labels is replaced by monitoring.labels, one set of labels for the ServiceMonitors, PodMonitors and the PrometheusRule (default release: kube-prometheus-stack): move %s there" $old (toJson .)) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $m.serviceMonitor.enabled $m.podMonitor.enabled -}}
+{{- fail "monitoring.serviceMonitor.enabled and monitoring.podMonitor.enabled scrape the same pods twice (every series doubled, every alert counted twice): enable one" -}}
+{{- end -}}
+{{- end -}}
