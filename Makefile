@@ -104,3 +104,60 @@ bench-e2e: ## End-to-end throughput at 1,000 nodes and at 5,000 with 10,000 pods
 fmt: ## Format Go and Rego
 	gofmt -w $$(git ls-files '*.go')
 	$(OPA) fmt -w rego/
+
+# --- Images and the release (docs/releasing.md) ---
+# make image builds both images from static binaries with hack/release, its
+# own module so that go-containerregistry stays out of go.mod: no Docker
+# engine and no base image. File times and created are the commit's time,
+# so two builds of one commit give the same digests.
+.PHONY: image image-test release
+PLATFORMS ?= linux/amd64 linux/arm64
+DIST := dist
+IMAGE_REGISTRY ?= ghcr.io/regosched
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+BUILD_DATE := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u -r $(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+# regosched-scheduler's --version prints k8s.io/component-base's version,
+# which only Kubernetes' own build scripts stamp: stamp it with the
+# k8s.io/kubernetes release scheduler/go.mod pins. gitCommit is regosched's
+# commit, the tree the binary is built from.
+KUBERNETES_VERSION := $(shell awk '$$1 == "k8s.io/kubernetes" { print $$2 }' scheduler/go.mod)
+KUBE_VERSION_PKG := k8s.io/component-base/version
+SCHEDULER_LDFLAGS := $(LDFLAGS) \
+  -X $(KUBE_VERSION_PKG).gitVersion=$(KUBERNETES_VERSION) \
+  -X $(KUBE_VERSION_PKG).gitMajor=$(word 1,$(subst ., ,$(KUBERNETES_VERSION:v%=%))) \
+  -X $(KUBE_VERSION_PKG).gitMinor=$(word 2,$(subst ., ,$(KUBERNETES_VERSION:v%=%))) \
+  -X $(KUBE_VERSION_PKG).gitCommit=$(COMMIT) \
+  -X $(KUBE_VERSION_PKG).buildDate=$(BUILD_DATE)
+# The SBOMs' tool, pinned. It reads GOOS/GOARCH to pick the packages of a
+# platform; they are given through go run -exec env, since go run would
+# otherwise build the tool itself for that platform.
+CYCLONEDX := github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
+CYCLONEDX_FLAGS := app -json -licenses -std -noserial -notimestamp
+
+image: ## OCI images of regosched and regosched-scheduler for PLATFORMS (default linux/amd64 linux/arm64): dist/images/NAME/ (OCI layout, multi-arch index) and dist/images/NAME_VERSION_OS_ARCH.tar (docker load)
+	@set -e; for p in $(PLATFORMS); do os=$${p%%/*}; arch=$${p#*/}; bin=$(DIST)/bin/$${os}_$${arch}; \
+	  echo "build $$bin/regosched $$bin/regosched-scheduler"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $$bin/regosched ./cmd/regosched; \
+	  (cd scheduler && CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(SCHEDULER_LDFLAGS)" -o ../$$bin/regosched-scheduler ./cmd/regosched-scheduler); \
+	done
+	@set -e; for i in regosched regosched-scheduler; do \
+	  $(GO) -C hack/release run . -name $$i -version $(VERSION) -revision $(COMMIT) -source-date-epoch $(SOURCE_DATE_EPOCH) \
+	    -registry $(IMAGE_REGISTRY) -out $(CURDIR)/$(DIST)/images \
+	    $(foreach p,$(PLATFORMS),$(p)=$(CURDIR)/$(DIST)/bin/$(subst /,_,$(p))/$$i); done
+
+image-test: image ## Build the images (PLATFORMS=linux/amd64 for a quick run) and test them: config, labels, and each binary run from the unpacked image as 65532:65532 (needs root)
+	cd hack/release && RELEASE_IMAGES=$(CURDIR)/$(DIST)/images $(GO) test -count=1 -v -run 'TestBuiltImages' .
+
+release: ## Everything a release publishes, in dist/ (wiped first): images, CycloneDX SBOMs per image and platform, the packaged chart, SHA256SUMS
+	@git diff --quiet HEAD -- 2>/dev/null || echo "warning: uncommitted changes: the images are labelled revision $(COMMIT) but built from this work tree"
+	rm -rf $(DIST)
+	$(MAKE) image
+	@set -e; mkdir -p $(DIST)/sbom; for p in $(PLATFORMS); do os=$${p%%/*}; arch=$${p#*/}; sfx=$(VERSION)_$${os}_$${arch}; \
+	  echo "sbom regosched_$$sfx regosched-scheduler_$$sfx"; \
+	  target="env GOOS=$$os GOARCH=$$arch CGO_ENABLED=0"; \
+	  $(GO) run -exec "$$target" $(CYCLONEDX) $(CYCLONEDX_FLAGS) -main cmd/regosched -output $(DIST)/sbom/regosched_$$sfx.cdx.json . ; \
+	  (cd scheduler && $(GO) run -exec "$$target" $(CYCLONEDX) $(CYCLONEDX_FLAGS) -main cmd/regosched-scheduler -output ../$(DIST)/sbom/regosched-scheduler_$$sfx.cdx.json .); \
+	done
+	$(HELM) package deploy/helm/regosched --version $(VERSION) --app-version $(VERSION) -d $(DIST)/
+	cd $(DIST) && find . -type f ! -name SHA256SUMS | LC_ALL=C sort | sed 's|^\./||' | xargs sha256sum > SHA256SUMS
+	@echo "dist/: $$(wc -l < $(DIST)/SHA256SUMS) files in SHA256SUMS"
