@@ -1,9 +1,10 @@
 // Package certroll rolls a Deployment when the certificate Secret its pods
-// read changes. kube-scheduler loads an extender's client certificate and CA
-// once, at start (its extender transport is built with rest.TLSConfigFor,
-// which reads the files then and never again), so after cert-manager renews
-// the scheduler's client certificate the running scheduler keeps presenting
-// the old one until it expires and every extender call fails.
+// read changes. kube-scheduler reads an extender's CA file once, at start:
+// its extender transport is built from rest.TLSConfigFor, which never reloads
+// the CA, so after the CA is renewed the running scheduler refuses
+// regosched's new serving certificate. (client-go 0.36 and later re-read the
+// client pair on new connections; older ones read it once too.) Rolling on a
+// change of either keeps every scheduler version current.
 //
 // The Deployment's own annotation Annotation records the certificate its pods
 // were last rolled for (or, the first time, found running with). When the
