@@ -43,7 +43,8 @@ func newAuditCommand() *cobra.Command {
 
 Exit codes: 0 no violation, 1 violations found, 2 cannot audit (API server, policy, or pods the
 policy failed to judge), 64 usage error.`,
-		Args: noArgs,
+		Args:              noArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runAudit(cmd, f)
 		},

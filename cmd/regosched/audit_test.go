@@ -20,8 +20,14 @@ import (
 // exit code, standard output and standard error.
 func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runWithInput(t, "", args...)
+}
+
+// runWithInput is runCmd with stdin as standard input.
+func runWithInput(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	code = run(t.Context(), args, strings.NewReader(""), &out, &errOut)
+	code = run(t.Context(), args, strings.NewReader(stdin), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
@@ -83,10 +89,23 @@ func fakeAPIServer(t *testing.T, nodes []corev1.Node, pods []corev1.Pod) string 
 		items["/api/v1/pods"] = append(items["/api/v1/pods"], &pods[i])
 	}
 	kinds := map[string]string{"/api/v1/nodes": "Node", "/api/v1/pods": "Pod"}
+	// A pod's own path, for `regosched explain POD`.
+	byPath := map[string]*corev1.Pod{}
+	for i := range pods {
+		byPath["/api/v1/namespaces/"+pods[i].Namespace+"/pods/"+pods[i].Name] = &pods[i]
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if pod, ok := byPath[r.URL.Path]; ok {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(pod)
+			return
+		}
 		kind, ok := kinds[r.URL.Path]
 		if !ok {
-			http.NotFound(w, r)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_ = json.NewEncoder(w).Encode(map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure",
+				"reason": "NotFound", "code": http.StatusNotFound, "message": r.URL.Path + " not found"})
 			return
 		}
 		objs := items[r.URL.Path]
@@ -113,7 +132,9 @@ func fakeAPIServer(t *testing.T, nodes []corev1.Node, pods []corev1.Pod) string 
 kind: Config
 clusters: [{name: c, cluster: {server: "`+srv.URL+`"}}]
 users: [{name: u, user: {}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
+contexts:
+- {name: x, context: {cluster: c, user: u}}
+- {name: shop, context: {cluster: c, user: u, namespace: shop}}
 current-context: x
 `), 0o600); err != nil {
 		t.Fatal(err)

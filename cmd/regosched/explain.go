@@ -40,6 +40,8 @@ API server, in --namespace). Without --namespace, the namespace is the kubeconfi
 kubectl's; a manifest's own namespace wins, and -n must agree with it.`,
 		Example: `  regosched explain -f pod.yaml --policy ./my-bundle
   regosched explain -n shop cache-2 -o json`,
+		// POD is a name of the cluster, not a file.
+		ValidArgsFunction: cobra.NoFileCompletions,
 		Args: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case len(args) > 1:

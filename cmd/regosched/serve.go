@@ -38,9 +38,10 @@ type serveFlags struct {
 func newServeCommand(run serveFunc) *cobra.Command {
 	f := &serveFlags{opts: serve.Options{Policy: bundles.Config{Default: regosched.DefaultPolicy()}, Version: version.Get().Version}}
 	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Serve the extender: filter, prioritize, preempt and bind for kube-scheduler",
-		Args:  noArgs,
+		Use:               "serve",
+		Short:             "Serve the extender: filter, prioritize, preempt and bind for kube-scheduler",
+		Args:              noArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts, logger, err := f.options(cmd.ErrOrStderr())
 			if err != nil {
@@ -113,6 +114,8 @@ func newServeCommand(run serveFunc) *cobra.Command {
 	fs.DurationVar(&f.opts.Repair.Cooldown, "repair-cooldown", repair.DefaultCooldown, "--repair=on: no failover is sent to a cluster whose roles changed (by a failover of its own or one regosched sent) within this time")
 	fs.Int64Var(&f.opts.Repair.MaxLagBytes, "repair-max-lag-bytes", repair.DefaultMaxLagBytes, "--repair=on: a replica takes over its shard only this close to its master's replication offset, in bytes")
 	fs.StringVar(&f.opts.Repair.ConfigMap, "repair-configmap", repair.DefaultConfigMap, "--repair: ConfigMap in --leader-elect-namespace that keeps the repair in flight and the recent ones, for the next leader")
+	fs.StringVar(&f.opts.CertRoll.Secret, "scheduler-client-secret", "", "Secret in --pod-namespace holding the scheduler's client certificate: when its ca.crt or tls.crt changes, the leader rolls --scheduler-deployment, since kube-scheduler reads that certificate only at start (with --scheduler-deployment; default: off)")
+	fs.StringVar(&f.opts.CertRoll.Deployment, "scheduler-deployment", "", "--scheduler-client-secret: the scheduler's Deployment in --pod-namespace, rolled (annotation regosched.io/client-cert-sha256) when that Secret changes")
 	fs.BoolVar(&f.opts.Profiling, "profiling", false, "serve Go pprof profiles under /debug/pprof/ on --listen")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
@@ -162,23 +165,22 @@ func (f *serveFlags) options(stderr io.Writer) (serve.Options, *logrus.Logger, e
 	return opts, logger, nil
 }
 
-// parseServe turns serve's flags into options and a logger, through the
-// command the binary runs, touching no process-wide state, so that tests
-// can read what a flag sets.
-func parseServe(args []string) (serve.Options, *logrus.Logger, error) {
+// parseServe turns serve's flags into options (their Log is the logger),
+// through the command the binary runs, touching no process-wide state, so
+// that tests can read what a flag sets.
+func parseServe(args []string) (serve.Options, error) {
 	var opts serve.Options
-	var logger *logrus.Logger
-	root := newRootCommand(func(_ context.Context, o serve.Options, l *logrus.Logger) error {
-		opts, logger = o, l
+	root := newRootCommand(func(_ context.Context, o serve.Options, _ *logrus.Logger) error {
+		opts = o
 		return nil
 	})
 	root.SetArgs(append([]string{"serve"}, args...))
 	root.SetOut(io.Discard)
 	root.SetErr(io.Discard)
 	if err := root.Execute(); err != nil {
-		return serve.Options{}, nil, err
+		return serve.Options{}, err
 	}
-	return opts, logger, nil
+	return opts, nil
 }
 
 // runServe is `regosched serve`.

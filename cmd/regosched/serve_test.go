@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,9 +10,11 @@ import (
 
 	"github.com/regosched/regosched/internal/repair"
 	"github.com/regosched/regosched/internal/serve"
+	"github.com/regosched/regosched/internal/version"
 )
 
-// Flags that name no setting are refused before anything starts.
+// Flags that name no setting are refused, as usage errors, before anything
+// starts.
 func TestServeRefusesFlagValues(t *testing.T) {
 	tests := []struct {
 		args []string
@@ -21,12 +24,16 @@ func TestServeRefusesFlagValues(t *testing.T) {
 		{[]string{"--log-format=xml"}, "--log-format: want text or json"},
 		{[]string{"--tls-allowed-client-names-typo=x"}, "unknown flag: --tls-allowed-client-names-typo"},
 		{[]string{"--repair=yes"}, `--repair="yes": want off, plan or on`},
+		{[]string{"--log-level=loud"}, `--log-level: not a valid logrus Level: "loud"`},
+		{[]string{"--policy-poll=often"}, `invalid argument "often" for "--policy-poll" flag`},
+		{[]string{"extra"}, `serve takes no arguments, got ["extra"]`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			_, _, err := parseServe(tt.args)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("parseServe(%v) = %v, want an error containing %q", tt.args, err, tt.want)
+			_, err := parseServe(tt.args)
+			var usage *usageError
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.As(err, &usage) {
+				t.Errorf("parseServe(%v) = %v, want a usage error containing %q", tt.args, err, tt.want)
 			}
 		})
 	}
@@ -62,12 +69,23 @@ func TestServeFlagsReachOptions(t *testing.T) {
 		{[]string{"--policy=/etc/b.tar.gz", "--policy-data=/etc/d.json", "--policy-poll=5s"},
 			func(o serve.Options) any { return []any{o.Policy.Path, o.Policy.DataFile, o.Policy.Poll} },
 			[]any{"/etc/b.tar.gz", "/etc/d.json", 5 * time.Second}},
+		// deploy/tls/mtls and the chart's TLS pass both.
+		{[]string{"--scheduler-client-secret=regosched-scheduler-client-tls", "--scheduler-deployment=regosched-scheduler"},
+			func(o serve.Options) any { return o.CertRoll },
+			serve.CertRollOptions{Secret: "regosched-scheduler-client-tls", Deployment: "regosched-scheduler"}},
+		{[]string{"--kubeconfig=/etc/k", "--context=staging"},
+			func(o serve.Options) any { return []string{o.Kubeconfig, o.KubeContext} }, []string{"/etc/k", "staging"}},
+		{nil, func(o serve.Options) any { return []string{o.Kubeconfig, o.KubeContext} }, []string{"", ""}},
+		// The release of internal/version, as /version serves it.
+		{nil, func(o serve.Options) any { return o.Version }, version.Get().Version},
+		{[]string{"--soft-rules=prioritize"}, func(o serve.Options) any { return o.SoftInFilter }, false},
+		{nil, func(o serve.Options) any { return o.SoftInFilter }, true},
 		{[]string{"--kube-api-background-qps=3", "--kube-api-background-burst=6"},
 			func(o serve.Options) any { return []any{o.BackgroundQPS, o.BackgroundBurst} }, []any{float32(3), 6}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			opts, _, err := parseServe(tt.args)
+			opts, err := parseServe(tt.args)
 			if err != nil {
 				t.Fatal(err)
 			}

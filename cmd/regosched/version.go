@@ -13,9 +13,10 @@ import (
 func newVersionCommand() *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
-		Use:   "version",
-		Short: "Print the version: release, commit, Go, platform, Kubernetes API",
-		Args:  noArgs,
+		Use:               "version",
+		Short:             "Print the version: release, commit, Go, platform, Kubernetes API",
+		Args:              noArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			info := version.Get()
 			out := cmd.OutOrStdout()
