@@ -60,9 +60,19 @@ func TestServeRollsTheSchedulerOnRenewal(t *testing.T) {
 		t.Fatalf("the scheduler was rolled at first sight (template annotation %q)", tpl)
 	}
 	secret.Data["tls.crt"] = []byte("CRT-renewed")
-	if _, err := client.CoreV1().Secrets(haNamespace).Update(bg, secret, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	want, _ := certroll.Fingerprint(secret)
-	until(t, "the scheduler rolled", func() bool { _, tpl := annotations(); return tpl == want })
+	// The update is sent again until seen: a fake clientset's watch that
+	// starts after the informer's list misses what happened in between,
+	// which a real API server replays from the list's resourceVersion.
+	polls := 0
+	until(t, "the scheduler rolled", func() bool {
+		if polls%50 == 0 {
+			if _, err := client.CoreV1().Secrets(haNamespace).Update(bg, secret, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		polls++
+		_, tpl := annotations()
+		return tpl == want
+	})
 }
