@@ -71,6 +71,7 @@ fuzz: ## A short, bounded run of every fuzz target (FUZZTIME executions each; se
 
 e2e: ## End-to-end suite on a local control plane (builds etcd, kube-apiserver, kube-scheduler once, cached)
 	$(GO) test -tags e2e -count=1 -timeout 40m -v ./test/localcluster/ ./test/localredis/ ./internal/redisroles/ ./internal/repair/ ./test/e2e/
+	$(GO) test -tags e2e -count=1 -timeout 10m -run TestCertRollAccessOnAPIServer -v ./test/deploytest/
 
 scheduler-test: ## regosched-scheduler: vet, unit tests, and its end-to-end test (preemption of a conflicting peer) on a local control plane
 	cd scheduler && $(GO) vet ./... && $(GO) vet -tags e2e ./...
@@ -80,7 +81,7 @@ scheduler-test: ## regosched-scheduler: vet, unit tests, and its end-to-end test
 demo: ## Local control plane + regosched + kube-scheduler, a sample workload, a placement table
 	$(GO) run ./cmd/regosched-demo
 
-lint: ## go mod tidy -diff, go vet and golangci-lint (with and without the e2e build tag), in both modules
+lint: ## go mod tidy -diff, go vet and golangci-lint (with and without the e2e build tag), in both modules and hack/release
 	$(GO) mod tidy -diff
 	cd scheduler && $(GO) mod tidy -diff
 	$(GO) vet ./...
@@ -89,6 +90,7 @@ lint: ## go mod tidy -diff, go vet and golangci-lint (with and without the e2e b
 	cd scheduler && $(GO) vet ./...
 	cd scheduler && $(GOLANGCI_LINT) run ./...
 	cd scheduler && $(GOLANGCI_LINT) run --build-tags e2e ./...
+	cd hack/release && $(GO) mod tidy -diff && $(GO) vet ./... && $(GOLANGCI_LINT) run ./...
 
 run: build ## Serve against the cluster of your KUBECONFIG, with debug logs
 	./bin/regosched serve --log-level=debug
