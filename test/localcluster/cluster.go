@@ -172,6 +172,12 @@ func (c *Cluster) StartProcess(ctx context.Context, name, path string, args ...s
 // StartProcessEnv is StartProcess with env (KEY=value) added to this
 // process's environment for the child.
 func (c *Cluster) StartProcessEnv(ctx context.Context, name, path string, env []string, args ...string) (*Process, error) {
+	return c.startProcessAs(ctx, name, path, "", env, args...)
+}
+
+// startProcessAs is StartProcessEnv with argv0, unless empty, as the child's
+// argv[0].
+func (c *Cluster) startProcessAs(ctx context.Context, name, path, argv0 string, env []string, args ...string) (*Process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
@@ -182,7 +188,7 @@ func (c *Cluster) StartProcessEnv(ctx context.Context, name, path string, env []
 	if c.stopped {
 		return nil, fmt.Errorf("starting %s: cluster is stopped", name)
 	}
-	p, err := startProcess(c.log, c.dir, name, path, env, args...)
+	p, err := startChild(c.log, c.dir, name, filepath.Join(c.dir, name+".log"), path, argv0, env, args...)
 	if err != nil {
 		return nil, err
 	}

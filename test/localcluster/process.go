@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -33,23 +32,18 @@ type Process struct {
 	stopOnce sync.Once
 }
 
-// startProcess starts path with args in dir, with env added to this
-// process's environment, appending its output to dir/name.log. The process
-// outlives no context: only Stop ends it.
-func startProcess(log logrus.FieldLogger, dir, name, path string, env []string, args ...string) (*Process, error) {
-	return startChild(log, dir, name, filepath.Join(dir, name+".log"), path, env, args...)
-}
-
 // StartChild starts path with args in dir as a child of this process, in its
 // own process group and killed with it, appending its output to logPath
 // (so that a restart under the same name keeps the earlier run's output for
 // post-mortems). Only Stop or Kill ends it; other harnesses (localredis) use
 // it for their servers. Outside Linux it returns CheckOS's error.
 func StartChild(log logrus.FieldLogger, dir, name, logPath, path string, args ...string) (*Process, error) {
-	return startChild(log, dir, name, logPath, path, nil, args...)
+	return startChild(log, dir, name, logPath, path, "", nil, args...)
 }
 
-func startChild(log logrus.FieldLogger, dir, name, logPath, path string, env []string, args ...string) (*Process, error) {
+// startChild is StartChild with env added to the child's environment and,
+// unless argv0 is empty, argv0 as the child's argv[0] instead of path.
+func startChild(log logrus.FieldLogger, dir, name, logPath, path, argv0 string, env []string, args ...string) (*Process, error) {
 	if err := CheckOS(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
@@ -61,6 +55,9 @@ func startChild(log logrus.FieldLogger, dir, name, logPath, path string, env []s
 	defer out.Close()
 
 	cmd := exec.Command(path, args...)
+	if argv0 != "" {
+		cmd.Args[0] = argv0
+	}
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}

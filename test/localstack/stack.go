@@ -264,6 +264,33 @@ func (s *Stack) startScheduler(ctx context.Context) error {
 	return nil
 }
 
+// StopScheduler stops the stack's kube-scheduler, for a test that runs
+// schedulers of its own for the regosched profile (two would compete for
+// every pod); StartScheduler starts it again. Meanwhile the waiting helpers
+// skip their check that it is alive.
+func (s *Stack) StopScheduler() {
+	s.mu.Lock()
+	p := s.scheduler
+	s.scheduler = nil
+	s.mu.Unlock()
+	if p != nil {
+		p.Stop()
+		s.log.Info("kube-scheduler stopped")
+	}
+}
+
+// StartScheduler starts the stack's kube-scheduler, with the configuration
+// of the current variant, unless it runs.
+func (s *Stack) StartScheduler(ctx context.Context) error {
+	s.mu.Lock()
+	running := s.scheduler != nil
+	s.mu.Unlock()
+	if running {
+		return nil
+	}
+	return s.startScheduler(ctx)
+}
+
 // SchedulerConfig returns the deployed scheduler configuration
 // (Options.SchedulerConfig, else deploy/scheduler/kube-scheduler-config.yaml)
 // adapted to this stack as Start runs it (less bindVerb in the NoBindVerb
