@@ -160,6 +160,8 @@ release: ## Everything a release publishes, in dist/ (wiped first): images, Cycl
 	  $(GO) run -exec "$$target" $(CYCLONEDX) $(CYCLONEDX_FLAGS) -main cmd/regosched -output $(DIST)/sbom/regosched_$$sfx.cdx.json . ; \
 	  (cd scheduler && $(GO) run -exec "$$target" $(CYCLONEDX) $(CYCLONEDX_FLAGS) -main cmd/regosched-scheduler -output ../$(DIST)/sbom/regosched-scheduler_$$sfx.cdx.json .); \
 	done
-	$(HELM) package deploy/helm/regosched --version $(VERSION) --app-version $(VERSION) -d $(DIST)/
+	@# helm keeps the files' times in the package: package a copy with the commit's time, for one digest per commit.
+	chart=$$(mktemp -d) && cp -R deploy/helm/regosched $$chart/ && find $$chart -exec touch -h -d $(BUILD_DATE) {} + && \
+	  $(HELM) package $$chart/regosched --version $(VERSION) --app-version $(VERSION) -d $(DIST)/ && rm -rf $$chart
 	cd $(DIST) && find . -type f ! -name SHA256SUMS | LC_ALL=C sort | sed 's|^\./||' | xargs sha256sum > SHA256SUMS
 	@echo "dist/: $$(wc -l < $(DIST)/SHA256SUMS) files in SHA256SUMS"
