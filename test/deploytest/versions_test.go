@@ -124,9 +124,15 @@ func TestChartKubeVersion(t *testing.T) {
 	}
 	tests := []struct {
 		kubeVersion string
+		plugin      bool
 		wantErr     string
 	}{
 		{kubeVersion: "v1.36.0"},
+		// regosched-scheduler is a 1.37 kube-scheduler: never newer than
+		// the API server (docs/compatibility.md).
+		{kubeVersion: "v1.37.0", plugin: true},
+		{kubeVersion: "v1.38.1-gke.1", plugin: true},
+		{kubeVersion: "v1.36.3", plugin: true, wantErr: "must not be newer than the API server (Kubernetes v1.36.3)"},
 		{kubeVersion: "v1.36.4-eks-4f4795d"},
 		{kubeVersion: "v1.37.2"},
 		{kubeVersion: "v1.38.0-rc.1"},
@@ -134,10 +140,16 @@ func TestChartKubeVersion(t *testing.T) {
 		{kubeVersion: "v1.36.0-alpha.1"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.kubeVersion, func(t *testing.T) {
+		name := tt.kubeVersion
+		r := Render{KubeVersion: tt.kubeVersion}
+		if tt.plugin {
+			name += " plugin"
+			r.Set = []string{"mode=plugin"}
+		}
+		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), toolTimeout)
 			defer cancel()
-			_, err := Render{KubeVersion: tt.kubeVersion}.Template(ctx, root)
+			_, err := r.Template(ctx, root)
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Errorf("helm template --kube-version %s: %v", tt.kubeVersion, err)

@@ -317,6 +317,12 @@ each would look set and do nothing.
 */}}
 {{- define "regosched.checkMode" -}}
 {{- if include "regosched.plugin" . }}
+{{- /* regosched-scheduler is kube-scheduler v1.37, which the version skew
+policy forbids against an older API server (against 1.36 its informers
+never sync: docs/compatibility.md). */}}
+{{- if not (semverCompare ">=1.37.0-0" .Capabilities.KubeVersion.Version) }}
+{{- fail (printf "mode plugin runs regosched-scheduler, a kube-scheduler v1.37, which must not be newer than the API server (Kubernetes %s): use mode extender on this cluster (docs/compatibility.md)" .Capabilities.KubeVersion.Version) }}
+{{- end }}
 {{- if include "regosched.tls" . }}
 {{- fail "tls: mode plugin has no connection to protect (regosched-scheduler decides in process and calls no extender; the companion serves no verbs): unset tls.enabled and tls.certManager.enabled" }}
 {{- end }}
