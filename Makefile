@@ -138,7 +138,9 @@ SCHEDULER_LDFLAGS := $(LDFLAGS) \
   -X $(KUBE_VERSION_PKG).buildDate=$(BUILD_DATE)
 # The SBOMs' tool, pinned. It reads GOOS/GOARCH to pick the packages of a
 # platform; they are given through go run -exec env, since go run would
-# otherwise build the tool itself for that platform.
+# otherwise build the tool itself for that platform. hack/release's sbom
+# then drops the hash it gives scheduler/'s replaced root module, a hash of
+# the whole checkout (.git and dist/ included) that no one could check.
 CYCLONEDX := github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
 CYCLONEDX_FLAGS := app -json -licenses -std -noserial -notimestamp
 
@@ -149,7 +151,7 @@ image: ## OCI images of regosched and regosched-scheduler for PLATFORMS (default
 	  (cd scheduler && CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(SCHEDULER_LDFLAGS)" -o ../$$bin/regosched-scheduler ./cmd/regosched-scheduler); \
 	done
 	@set -e; for i in regosched regosched-scheduler; do \
-	  $(GO) -C hack/release run . -name $$i -version $(VERSION) -revision $(COMMIT) -source-date-epoch $(SOURCE_DATE_EPOCH) \
+	  $(GO) -C hack/release run . image -name $$i -version $(VERSION) -revision $(COMMIT) -source-date-epoch $(SOURCE_DATE_EPOCH) \
 	    -registry $(IMAGE_REGISTRY) -out $(CURDIR)/$(DIST)/images \
 	    $(foreach p,$(PLATFORMS),$(p)=$(CURDIR)/$(DIST)/bin/$(subst /,_,$(p))/$$i); done
 
@@ -166,6 +168,7 @@ release: ## Everything a release publishes, in dist/ (wiped first): images, Cycl
 	  $(GO) run -exec "$$target" $(CYCLONEDX) $(CYCLONEDX_FLAGS) -main cmd/regosched -output $(DIST)/sbom/regosched_$$sfx.cdx.json . ; \
 	  (cd scheduler && $(GO) run -exec "$$target" $(CYCLONEDX) $(CYCLONEDX_FLAGS) -main cmd/regosched-scheduler -output ../$(DIST)/sbom/regosched-scheduler_$$sfx.cdx.json .); \
 	done
+	$(GO) -C hack/release run . sbom -local github.com/regosched/regosched $(CURDIR)/$(DIST)/sbom/regosched-scheduler_*.cdx.json
 	@# helm keeps the files' times in the package: package a copy with the commit's time, for one digest per commit.
 	chart=$$(mktemp -d) && cp -R deploy/helm/regosched $$chart/ && find $$chart -exec touch -h -d $(BUILD_DATE) {} + && \
 	  $(HELM) package $$chart/regosched --version $(VERSION) --app-version $(VERSION) -d $(DIST)/ && rm -rf $$chart

@@ -171,7 +171,7 @@ func TestRun(t *testing.T) {
 		}
 		args = append(args, p+"="+path)
 	}
-	flags := []string{"-name", "regosched-scheduler", "-version", "0.1.0", "-revision", "0123456789abcdef0123456789abcdef01234567",
+	flags := []string{"image", "-name", "regosched-scheduler", "-version", "0.1.0", "-revision", "0123456789abcdef0123456789abcdef01234567",
 		"-source-date-epoch", "1796613851", "-out", out}
 	var index [2][]byte
 	for i := range index {

@@ -1,14 +1,21 @@
-// Command release assembles regosched's OCI images from static binaries
-// that are already built, with no base image and no Docker engine: one
-// multi-platform OCI image layout per image (for crane push) and one
-// `docker load`-able tarball per platform. make image runs it; see
-// docs/releasing.md.
+// Command release is the part of make release that needs Go libraries.
 //
-//	go run . -name regosched -version 0.1.0 -revision SHA -source-date-epoch 1796000000 \
+// image assembles one of regosched's OCI images from static binaries that
+// are already built, with no base image and no Docker engine: a
+// multi-platform OCI image layout (for crane push) and a `docker
+// load`-able tarball per platform. Equal inputs give equal bytes: file
+// times and the config's created are the source date (the commit's time),
+// so two builds of a commit share digests.
+//
+//	go run . image -name regosched -version 0.1.0 -revision SHA -source-date-epoch 1796000000 \
 //	  -out ../../dist/images linux/amd64=PATH linux/arm64=PATH
 //
-// Equal inputs give equal bytes: file times and the config's created are
-// the source date (the commit's time), so two builds of a commit share digests.
+// sbom drops from CycloneDX SBOMs the hashes of modules replaced by a local
+// directory (see runSBOM).
+//
+//	go run . sbom -local github.com/regosched/regosched FILE.cdx.json...
+//
+// make image and make release run it; see docs/releasing.md.
 package main
 
 import (
@@ -45,7 +52,7 @@ type options struct {
 
 func parse(args []string) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("release", flag.ContinueOnError)
+	fs := flag.NewFlagSet("image", flag.ContinueOnError)
 	fs.StringVar(&o.name, "name", "", "the image: regosched or regosched-scheduler")
 	fs.StringVar(&o.version, "version", "", "the release version (the VERSION file): the tag and the version label")
 	fs.StringVar(&o.revision, "revision", "", "the Git commit the binaries are built from")
@@ -74,7 +81,22 @@ func parse(args []string) (options, error) {
 	return o, errors.Join(errs...)
 }
 
+// run dispatches to a subcommand.
 func run(args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("usage: release image|sbom FLAGS (see the package comment)")
+	}
+	switch args[0] {
+	case "image":
+		return runImage(args[1:], stdout)
+	case "sbom":
+		return runSBOM(args[1:])
+	default:
+		return fmt.Errorf("unknown subcommand %q: want image or sbom", args[0])
+	}
+}
+
+func runImage(args []string, stdout io.Writer) error {
 	o, err := parse(args)
 	if err != nil {
 		return err
