@@ -25,9 +25,9 @@ build: ## Build bin/regosched
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/regosched ./cmd/regosched
 
 scheduler: ## Build bin/regosched-scheduler: kube-scheduler with regosched as a framework plugin (its own module, scheduler/)
-	cd scheduler && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o ../bin/regosched-scheduler ./cmd/regosched-scheduler
+	cd scheduler && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(SCHEDULER_LDFLAGS)" -o ../bin/regosched-scheduler ./cmd/regosched-scheduler
 
-test: tools chart monitoring unit rego fuzz e2e scheduler-test ## Every test: chart, alerts, vet, Go unit tests, Rego checks and tests, a short fuzz run, end-to-end suites of the extender and of regosched-scheduler
+test: tools chart monitoring unit rego fuzz image-check e2e scheduler-test ## Every test: chart, alerts, vet, Go unit tests, Rego checks and tests, a short fuzz run, the images for this machine's platform, end-to-end suites of the extender and of regosched-scheduler
 
 tools: ## Build the pinned helm, kustomize and promtool once (outside any test's timeout)
 	$(HELM) version >/dev/null
@@ -51,6 +51,7 @@ unit: ## go vet (also for macOS and Windows), deploy/validate.sh, and the Go uni
 	KUSTOMIZE="$(KUSTOMIZE)" bash deploy/validate.sh
 	KUSTOMIZE="$(KUSTOMIZE)" bash hack/test-validate-skew.sh
 	$(GO) test -race -count=1 ./...
+	cd hack/release && $(GO) test -race -count=1 ./...
 
 rego: ## opa fmt, opa check --strict and opa test with coverage on rego/
 	$(OPA) fmt --fail --list rego/
@@ -118,7 +119,7 @@ fmt: ## Format Go and Rego
 # own module so that go-containerregistry stays out of go.mod: no Docker
 # engine and no base image. File times and created are the commit's time,
 # so two builds of one commit give the same digests.
-.PHONY: image image-test release
+.PHONY: image image-test image-check release
 PLATFORMS ?= linux/amd64 linux/arm64
 DIST := dist
 IMAGE_REGISTRY ?= ghcr.io/regosched
@@ -157,6 +158,11 @@ image: ## OCI images of regosched and regosched-scheduler for PLATFORMS (default
 
 image-test: image ## Build the images (PLATFORMS=linux/amd64 for a quick run) and test them: config, labels, and each binary run from the unpacked image as 65532:65532 (needs root)
 	cd hack/release && RELEASE_IMAGES=$(CURDIR)/$(DIST)/images $(GO) test -count=1 -v -run 'TestBuiltImages' .
+
+# make test builds and checks the images of this machine's platform only: the
+# other platform's cross-builds add minutes and are tested by the same code.
+image-check: ## make image-test for this machine's platform only (what make test runs)
+	$(MAKE) image-test PLATFORMS=$$($(GO) env GOOS)/$$($(GO) env GOARCH)
 
 release: ## Everything a release publishes, in dist/ (wiped first): images, CycloneDX SBOMs per image and platform, the packaged chart, SHA256SUMS
 	@git diff --quiet HEAD -- 2>/dev/null || echo "warning: uncommitted changes: the images are labelled revision $(COMMIT) but built from this work tree"
