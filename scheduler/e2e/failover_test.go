@@ -5,16 +5,13 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/regosched/regosched/test/localcluster"
 	ls "github.com/regosched/regosched/test/localstack"
 )
 
@@ -36,33 +33,9 @@ const (
 // with a placement cache of its own, fed by its own informers, so the
 // standby's is warm when it takes over.
 func TestPluginSchedulerFailoverMidBurst(t *testing.T) {
-	if err := localcluster.CheckOS(); err != nil {
-		t.Skip(err)
-	}
 	ctx := t.Context()
-	log := logrus.New()
-	log.SetOutput(os.Stderr)
-	root, err := localcluster.FindRepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bins, err := localcluster.Build(ctx, localcluster.BuildOptions{RepoRoot: root, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "regosched-scheduler")
-	if err := ls.BuildPluginScheduler(ctx, root, bin); err != nil {
-		t.Fatal(err)
-	}
-	c, err := localcluster.Start(ctx, localcluster.Config{Binaries: bins, Nodes: failoverNodes, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
-	cfg, err := ls.PluginSchedulerConfig(root, c.KubeconfigPath())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc := startPluginCluster(t, failoverNodes)
+	c, bin, cfg := pc.c, pc.bin, pc.cfg
 	g, err := c.StartSchedulerGroup(ctx, bin, 2, cfg, ls.FailoverElection("regosched-scheduler-failover-e2e"))
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +72,7 @@ func TestPluginSchedulerFailoverMidBurst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("FAILOVER (plugin, Kubernetes API server %s): %s", bins.Kubernetes, res)
+	t.Logf("FAILOVER (plugin, Kubernetes API server %s): %s", c.Binaries().Kubernetes, res)
 	if len(res.Violations) > 0 {
 		t.Errorf("rules broken:\n%s", strings.Join(res.Violations, "\n"))
 	}

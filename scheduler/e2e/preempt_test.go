@@ -39,9 +39,18 @@ const (
 	quietFor = 8 * time.Second
 )
 
-// startCluster runs a control plane with nodes nodes and regosched-scheduler
-// with the deployed plugin configuration.
-func startCluster(t *testing.T) *localcluster.Cluster {
+// pluginCluster is a control plane with regosched-scheduler built, and the
+// deployed plugin configuration pointed at it: what each test of this
+// package starts from.
+type pluginCluster struct {
+	c   *localcluster.Cluster
+	bin string // regosched-scheduler
+	cfg []byte // its KubeSchedulerConfiguration
+}
+
+// startPluginCluster builds the control plane (cached) and regosched-scheduler
+// and starts a cluster of n nodes, stopped when the test ends.
+func startPluginCluster(t *testing.T, n int) pluginCluster {
 	t.Helper()
 	if err := localcluster.CheckOS(); err != nil {
 		t.Skip(err)
@@ -61,7 +70,7 @@ func startCluster(t *testing.T) *localcluster.Cluster {
 	if err := ls.BuildPluginScheduler(ctx, root, bin); err != nil {
 		t.Fatal(err)
 	}
-	c, err := localcluster.Start(ctx, localcluster.Config{Binaries: bins, Nodes: nodes, Log: log})
+	c, err := localcluster.Start(ctx, localcluster.Config{Binaries: bins, Nodes: n, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +79,16 @@ func startCluster(t *testing.T) *localcluster.Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pluginCluster{c: c, bin: bin, cfg: cfg}
+}
+
+// startCluster runs a control plane with nodes nodes and regosched-scheduler
+// with the deployed plugin configuration.
+func startCluster(t *testing.T) *localcluster.Cluster {
+	t.Helper()
+	ctx := t.Context()
+	pc := startPluginCluster(t, nodes)
+	c, bin, cfg := pc.c, pc.bin, pc.cfg
 	sched, err := c.StartSchedulerBinary(ctx, bin, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -36,14 +36,7 @@ func TestChartCertRoll(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			lint(t, root, tt.render)
 			objs := chartObjects(t, root, tt.render)
-			release, ns := tt.render.Release, tt.render.Namespace
-			if release == "" {
-				release, ns = "regosched", "regosched-system"
-			}
-			name := "regosched"
-			if release != "regosched" {
-				name = release + "-regosched"
-			}
+			_, ns, name := names(tt.render)
 			sched := name + "-scheduler"
 			// The Secret the scheduler reads its client pair from.
 			var secret string

@@ -158,3 +158,18 @@ func find(objs []Object, key string) Object {
 	}
 	return nil
 }
+
+// names gives a render's release and namespace as Template defaults them,
+// and the chart's fullname for that release (the release itself when it is
+// "regosched", else RELEASE-regosched).
+func names(r Render) (release, ns, fullname string) {
+	release, ns = r.Release, r.Namespace
+	if release == "" {
+		release, ns = "regosched", "regosched-system"
+	}
+	fullname = "regosched"
+	if release != "regosched" {
+		fullname = release + "-regosched"
+	}
+	return release, ns, fullname
+}

@@ -25,16 +25,7 @@ import (
 // pods, reports them Ready and confirms their termination.
 func TestControllerManager(t *testing.T) {
 	ctx := t.Context()
-	log := testLogger(t)
-	bins, err := Build(ctx, BuildOptions{Log: log})
-	if err != nil {
-		t.Fatalf("Build() error = %v", err)
-	}
-	c, err := Start(ctx, Config{Binaries: bins, Nodes: 2, Log: log})
-	if err != nil {
-		t.Fatalf("Start() error = %v", err)
-	}
-	t.Cleanup(c.Stop)
+	c := startTestCluster(t, 2)
 	t.Cleanup(func() {
 		if t.Failed() {
 			dumpLogs(t, c)

@@ -183,3 +183,20 @@ func dumpLogs(t *testing.T, c *Cluster) {
 		t.Logf("--- end of %s.log ---\n%s", name, lastLines(string(data), 40))
 	}
 }
+
+// startTestCluster builds the binaries (cached) and starts a cluster of n
+// nodes for one test, stopped when it ends.
+func startTestCluster(t *testing.T, n int) *Cluster {
+	t.Helper()
+	log := testLogger(t)
+	bins, err := Build(t.Context(), BuildOptions{Log: log})
+	if err != nil {
+		t.Fatalf("Build() error = %v", err)
+	}
+	c, err := Start(t.Context(), Config{Binaries: bins, Nodes: n, Log: log})
+	if err != nil {
+		t.Fatalf("Start() error = %v", err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}

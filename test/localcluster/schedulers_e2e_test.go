@@ -24,21 +24,12 @@ const acquiredLine = "Successfully acquired lease"
 // other takes over once the leader is killed, and then binds a pod.
 func TestSchedulerGroupFailover(t *testing.T) {
 	ctx := t.Context()
-	log := testLogger(t)
-	bins, err := Build(ctx, BuildOptions{Log: log})
-	if err != nil {
-		t.Fatalf("Build() error = %v", err)
-	}
-	c, err := Start(ctx, Config{Binaries: bins, Nodes: 2, Log: log})
-	if err != nil {
-		t.Fatalf("Start() error = %v", err)
-	}
-	t.Cleanup(c.Stop)
+	c := startTestCluster(t, 2)
 	le := LeaderElection{ResourceNamespace: "kube-system", ResourceName: "group-e2e",
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: time.Second}
 	cfg := fmt.Appendf(nil, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"+
 		"clientConnection:\n  kubeconfig: %s\nprofiles:\n- schedulerName: default-scheduler\n", c.KubeconfigPath())
-	g, err := c.StartSchedulerGroup(ctx, bins.KubeScheduler, 2, cfg, le)
+	g, err := c.StartSchedulerGroup(ctx, c.Binaries().KubeScheduler, 2, cfg, le)
 	if err != nil {
 		t.Fatalf("StartSchedulerGroup() error = %v", err)
 	}
