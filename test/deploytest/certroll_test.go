@@ -36,7 +36,7 @@ func TestChartCertRoll(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			lint(t, root, tt.render)
 			objs := chartObjects(t, root, tt.render)
-			_, ns, name := names(tt.render)
+			ns, name := names(tt.render)
 			sched := name + "-scheduler"
 			// The Secret the scheduler reads its client pair from.
 			var secret string

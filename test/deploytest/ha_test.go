@@ -73,7 +73,7 @@ func TestChartSchedulerHA(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			lint(t, root, tt.render)
 			objs := chartObjects(t, root, tt.render)
-			_, ns, name := names(tt.render)
+			ns, name := names(tt.render)
 			sched := name + "-scheduler"
 			for _, c := range []struct {
 				deployment string

@@ -159,11 +159,11 @@ func find(objs []Object, key string) Object {
 	return nil
 }
 
-// names gives a render's release and namespace as Template defaults them,
-// and the chart's fullname for that release (the release itself when it is
-// "regosched", else RELEASE-regosched).
-func names(r Render) (release, ns, fullname string) {
-	release, ns = r.Release, r.Namespace
+// names gives a render's namespace as Template defaults it, and the chart's
+// fullname for its release (the release itself when it is "regosched", else
+// RELEASE-regosched).
+func names(r Render) (ns, fullname string) {
+	release, ns := r.Release, r.Namespace
 	if release == "" {
 		release, ns = "regosched", "regosched-system"
 	}
@@ -171,5 +171,5 @@ func names(r Render) (release, ns, fullname string) {
 	if release != "regosched" {
 		fullname = release + "-regosched"
 	}
-	return release, ns, fullname
+	return ns, fullname
 }
