@@ -623,3 +623,19 @@ func BenchmarkEnqueueFull(b *testing.B) {
 		l.Enqueue(ev)
 	}
 }
+
+func TestTimestampDefaultsToNow(t *testing.T) {
+	var buf bytes.Buffer
+	cfg := testConfig(t, NewWriterSink(&buf))
+	cfg.Now = func() time.Time { return testTime.In(time.FixedZone("X", 3600)) }
+	l := newLogger(t, cfg)
+	l.Enqueue(Event{Verb: VerbFilter})
+	closeLogger(t, l)
+	got := decodeLines(t, buf.Bytes())
+	if len(got) != 1 {
+		t.Fatalf("got %d events, want 1", len(got))
+	}
+	if diff := cmp.Diff("2026-12-07T05:00:00.000000123Z", got[0]["timestamp"]); diff != "" {
+		t.Errorf("timestamp (-want +got):\n%s", diff)
+	}
+}

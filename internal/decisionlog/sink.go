@@ -89,7 +89,8 @@ type HTTPConfig struct {
 	// UploadSizeLimitBytes bounds each request's uncompressed JSON array, so
 	// that the gzip'd body stays under it too; default 32768, OPA's default.
 	UploadSizeLimitBytes int
-	// MaxRetries is how many times a failed upload is retried; default 5.
+	// MaxRetries is how many times a failed upload is retried; 0 means the
+	// default 5 and a negative value means no retry.
 	MaxRetries int
 	// MinRetryDelay and MaxRetryDelay bound the exponential backoff between
 	// retries; defaults 100 ms (OPA's) and 10 s.
@@ -142,8 +143,8 @@ func NewHTTPSink(cfg HTTPConfig) (*HTTPSink, error) {
 }
 
 // Write splits the batch into uploads under the size limit and sends each,
-// retrying with backoff. It returns the first error; events in failed
-// uploads are lost (tooLarge and failed report how many).
+// retrying with backoff. Events of failed uploads are lost: the joined
+// *DropError values say how many and why, for the dropped counter.
 func (s *HTTPSink) Write(ctx context.Context, batch [][]byte) error {
 	var errs []error
 	for len(batch) > 0 {
