@@ -32,6 +32,7 @@ type auditFlags struct {
 	timeout                       time.Duration
 	plan, allNamespaces, progress bool
 	namespace, logLevel           string
+	snapshot                      string
 }
 
 func newAuditCommand() *cobra.Command {
@@ -40,6 +41,9 @@ func newAuditCommand() *cobra.Command {
 		Use:   "audit",
 		Short: "Check the bound pods against the hard rules; exit 1 on any violation",
 		Long: `Check the bound pods against the hard rules of the policy, once, and print the violations.
+
+With --snapshot FILE, the cluster is the file's nodes and pods (kubectl get nodes,pods -A -o yaml),
+and no kubeconfig is read.
 
 Exit codes: 0 no violation, 1 violations found, 2 cannot audit (API server, policy, or pods the
 policy failed to judge), 64 usage error.`,
@@ -50,6 +54,7 @@ policy failed to judge), 64 usage error.`,
 		},
 	}
 	addClusterFlags(cmd, &f.target.Kubeconfig, &f.target.Context)
+	addSnapshotFlag(cmd, &f.snapshot)
 	fs := cmd.Flags()
 	fs.StringVarP(&f.namespace, "namespace", "n", "", "report only the violations that involve a pod of this namespace (default: all namespaces); every pod is still judged, since a pod elsewhere can break a rule with one of it")
 	fs.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "report the violations of all namespaces (the default; refused with --namespace)")
@@ -76,6 +81,9 @@ func runAudit(cmd *cobra.Command, f auditFlags) error {
 	if f.namespace != "" && f.allNamespaces {
 		return usageErrorf("--namespace %q and --all-namespaces: give one", f.namespace)
 	}
+	if err := checkSnapshotFlags(cmd, f.snapshot); err != nil {
+		return err
+	}
 	logger, err := newLogger(stderr, f.logLevel)
 	if err != nil {
 		return err
@@ -90,7 +98,7 @@ func runAudit(cmd *cobra.Command, f auditFlags) error {
 	if err != nil {
 		return err
 	}
-	client, err := kubeclient.New(f.target)
+	client, err := clusterClient(f.target, f.snapshot)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ type explainFlags struct {
 	file, namespace                      string
 	policy, policyData, output, logLevel string
 	timeout                              time.Duration
+	snapshot                             string
 }
 
 func newExplainCommand() *cobra.Command {
@@ -37,9 +38,14 @@ score and the reasons, with the pod's groups and peers.
 
 The pod is a manifest (-f FILE, - for standard input) or a pod of the cluster (POD, read from the
 API server, in --namespace). Without --namespace, the namespace is the kubeconfig context's, as
-kubectl's; a manifest's own namespace wins, and -n must agree with it.`,
+kubectl's; a manifest's own namespace wins, and -n must agree with it.
+
+With --snapshot FILE, the cluster is the file's nodes and pods (kubectl get nodes,pods -A -o yaml):
+POD is read from it, a manifest is judged against it, no kubeconfig is read, and the namespace
+defaults to "default".`,
 		Example: `  regosched explain -f pod.yaml --policy ./my-bundle
-  regosched explain -n shop cache-2 -o json`,
+  regosched explain -n shop cache-2 -o json
+  regosched explain --snapshot cluster.yaml -n shop cache-2`,
 		// POD is a name of the cluster, not a file.
 		ValidArgsFunction: cobra.NoFileCompletions,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -58,6 +64,7 @@ kubectl's; a manifest's own namespace wins, and -n must agree with it.`,
 		},
 	}
 	addClusterFlags(cmd, &f.target.Kubeconfig, &f.target.Context)
+	addSnapshotFlag(cmd, &f.snapshot)
 	fs := cmd.Flags()
 	fs.StringVarP(&f.file, "filename", "f", "", "pod manifest, YAML or JSON (- for standard input); or name a POD of the cluster instead")
 	fs.StringVarP(&f.namespace, "namespace", "n", "", "namespace of POD, or of a manifest that names none (default: the kubeconfig context's namespace)")
@@ -78,6 +85,9 @@ func runExplain(cmd *cobra.Command, f explainFlags, args []string) error {
 	if err != nil {
 		return usageErrorf("-o: %w", err)
 	}
+	if err := checkSnapshotFlags(cmd, f.snapshot); err != nil {
+		return err
+	}
 	logger, err := newLogger(cmd.ErrOrStderr(), f.logLevel)
 	if err != nil {
 		return err
@@ -93,7 +103,12 @@ func runExplain(cmd *cobra.Command, f explainFlags, args []string) error {
 		}
 	}
 	ns := f.namespace
-	if ns == "" && (pod == nil || pod.Namespace == "") {
+	switch {
+	case ns != "" || (pod != nil && pod.Namespace != ""):
+	case f.snapshot != "":
+		// A snapshot has no context to take a namespace from.
+		ns = metav1.NamespaceDefault
+	default:
 		if ns, err = kubeclient.Namespace(f.target); err != nil {
 			return err
 		}
@@ -104,7 +119,7 @@ func runExplain(cmd *cobra.Command, f explainFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	client, err := kubeclient.New(f.target)
+	client, err := clusterClient(f.target, f.snapshot)
 	if err != nil {
 		return err
 	}

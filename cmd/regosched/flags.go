@@ -10,8 +10,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/regosched/regosched/internal/kubeclient"
+	"github.com/regosched/regosched/internal/snapshot"
 )
 
 // usageError is a mistake in how regosched was called: an unknown command
@@ -104,4 +106,41 @@ var _ pflag.Value = commaList{}
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// addSnapshotFlag adds --snapshot to the commands that can read a cluster
+// from a file instead of the API server (audit, explain).
+func addSnapshotFlag(cmd *cobra.Command, path *string) {
+	cmd.Flags().StringVar(path, "snapshot", "", "read the nodes and pods from this file (kubectl get nodes,pods -A -o yaml or -o json, or a YAML stream of Nodes and Pods) instead of the API server; no kubeconfig is read (refused with --kubeconfig and --context)")
+	mustRegister(cmd, "snapshot", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return []cobra.Completion{"yaml", "yml", "json"}, cobra.ShellCompDirectiveFilterFileExt
+	})
+}
+
+// checkSnapshotFlags refuses --snapshot with --kubeconfig or --context: a
+// snapshot is the whole cluster, and a kubeconfig would be silently
+// ignored.
+func checkSnapshotFlags(cmd *cobra.Command, snapshotPath string) error {
+	if snapshotPath == "" {
+		return nil
+	}
+	for _, name := range []string{"kubeconfig", "context"} {
+		if cmd.Flags().Changed(name) {
+			return usageErrorf("--snapshot and --%s: give one", name)
+		}
+	}
+	return nil
+}
+
+// clusterClient is the client of a command's cluster: the snapshot's
+// read-only one when --snapshot names a file, else the API server's.
+func clusterClient(target kubeclient.Target, snapshotPath string) (kubernetes.Interface, error) {
+	if snapshotPath == "" {
+		return kubeclient.New(target)
+	}
+	snap, err := snapshot.LoadFile(snapshotPath, snapshot.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	return snap.Client(), nil
 }
