@@ -86,6 +86,12 @@ func snapshotCases() []snapshotCase {
 		{name: "audit clean JSON snapshot", args: []string{"audit", "--snapshot", snapshotDir + "cluster.json"}, wantStdout: auditClean},
 		{name: "audit clean YAML stream", args: []string{"audit", "--snapshot", snapshotDir + "stream.yaml"}, wantStdout: auditClean},
 		{name: "audit violation", args: []string{"audit", "--snapshot", snapshotDir + "violating.yaml"}, wantCode: exitViolations, wantStdout: auditViolating},
+		// --plan reads the pods from the snapshot too, and asks no Redis.
+		{name: "audit violation plan", args: []string{"audit", "--snapshot", snapshotDir + "violating.yaml", "--plan"}, wantCode: exitViolations,
+			wantStdout: auditViolating + `
+REPAIR  RULE                  PODS                                                   TARGET  WHY
+none    redis-master-replica  shop/cache-redis-master-0,shop/cache-redis-replicas-0  -       the role of shop/cache-redis-master-0 is unknown (label regosched.io/role=""): regosched acts on known roles only
+`},
 		{name: "audit violation elsewhere", args: []string{"audit", "--snapshot", snapshotDir + "violating.yaml", "-n", "search"},
 			wantStdout: "0 violations among 3 bound pods, policy revision default-1\n"},
 		{name: "explain pending pod", args: []string{"explain", "--snapshot", snapshotDir + "cluster.yaml", "-n", "search", "logs-elasticsearch-data-2"},
