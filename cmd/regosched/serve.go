@@ -55,6 +55,7 @@ func newServeCommand(run serveFunc) *cobra.Command {
 	fs.StringVar(&f.opts.Listen, "listen", ":8888", "address to serve the extender API, health and metrics on")
 	fs.StringVar(&f.opts.HealthListen, "health-listen", "", "also serve /healthz, /readyz, /version and /metrics (never the verbs) over plain HTTP on this address, for probes without a client certificate (default: off)")
 	fs.StringVar(&f.opts.Policy.Path, "policy", "", "OPA bundle directory, .tar.gz, or http(s) URL of a bundle on a bundle server (default: the embedded policy of rego/)")
+	fs.StringVar(&f.opts.ShadowPolicy, "shadow-policy", "", "a second OPA bundle (directory, .tar.gz or http(s) URL), loaded with the --policy-* checks and reloads, judged beside the active policy on every filter call off the request and never enforced: disagreements are counted (regosched_shadow_disagreements_total) and logged, sampled (default: off)")
 	fs.DurationVar(&f.opts.Policy.Poll, "policy-poll", 2*time.Second, "how often a --policy directory or .tar.gz is checked for changes; a change is loaded once it has held still for one interval (0: never reload)")
 	fs.StringVar(&f.opts.Policy.DataFile, "policy-data", "", "JSON object merged into the policy's data.regosched.config (objects merge key by key, null removes a key): change the default policy's workloads and label schemes without building a bundle; watched with --policy-poll; refused with --policy-verification-key")
 	fs.DurationVar(&f.opts.Policy.MinDelay, "policy-min-delay", 10*time.Second, "http(s) --policy: shortest wait between polls (whole seconds)")

@@ -78,6 +78,8 @@ func TestServeFlagsReachOptions(t *testing.T) {
 		{nil, func(o serve.Options) any { return []string{o.Kubeconfig, o.KubeContext} }, []string{"", ""}},
 		// The release of internal/version, as /version serves it.
 		{nil, func(o serve.Options) any { return o.Version }, version.Get().Version},
+		{[]string{"--shadow-policy=/etc/next.tar.gz"}, func(o serve.Options) any { return o.ShadowPolicy }, "/etc/next.tar.gz"},
+		{nil, func(o serve.Options) any { return o.ShadowPolicy }, ""},
 		{[]string{"--soft-rules=prioritize"}, func(o serve.Options) any { return o.SoftInFilter }, false},
 		{nil, func(o serve.Options) any { return o.SoftInFilter }, true},
 		{[]string{"--kube-api-background-qps=3", "--kube-api-background-burst=6"},

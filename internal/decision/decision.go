@@ -25,6 +25,7 @@ import (
 	"github.com/regosched/regosched/internal/judge"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/internal/shadow"
 )
 
 // ErrNoPolicy is returned while no policy is active: the judge's.
@@ -110,6 +111,10 @@ type Options struct {
 	// scores then choose among the nodes kept, and the scheduler needs no
 	// prioritize call: one HTTP round trip and one node list less per pod.
 	SoftInFilter bool
+	// Shadow, if set, is offered a copy of every filter judgement with
+	// peers, to judge again under a policy that is never enforced; nil
+	// (the default) judges nothing twice.
+	Shadow shadow.Offerer
 }
 
 // Defaults of Options.

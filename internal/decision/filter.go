@@ -10,6 +10,7 @@ import (
 	"github.com/regosched/regosched/internal/judge"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/internal/shadow"
 )
 
 // Verdict is filter's decision on one pod's candidate nodes: which fail, and
@@ -101,6 +102,11 @@ func (d *Decider) filterPod(ctx, ectx context.Context, args *extenderv1.Extender
 		if result, kept, penalties, err = d.filter(ectx, s, args); err != nil {
 			return nil, err
 		}
+	}
+	if d.opts.Shadow != nil && len(s.Peers) > 0 {
+		// Copied before the soft rules fold into result: the shadow
+		// compares the hard rules' answers, off this request.
+		d.opts.Shadow.Offer(shadow.NewFilterRequest(s.Pod, s.Peers, candidateNames(args), result.FailedNodes, result.FailedAndUnresolvableNodes))
 	}
 	if d.opts.SoftInFilter {
 		kept = d.keepBestTier(args, s, penalties, result, kept)

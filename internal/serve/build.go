@@ -44,6 +44,7 @@ type server struct {
 	elector         *leader.Elector        // nil without --leader-elect
 	audit           *audit.Auditor         // nil without an audit interval
 	certRoll        *certroll.Config       // nil without --scheduler-client-secret
+	shadow          *shadowPolicy          // nil without --shadow-policy
 	stopAudit       func()
 	// auditTrigger asks the audit for a pass when a bound pod is relabelled
 	// (a role moved at failover can break a rule where it stands).
@@ -96,6 +97,11 @@ func build(ctx context.Context, opts Options) (*server, error) {
 			return nil, err
 		}
 	}
+	if opts.ShadowPolicy != "" {
+		if s.shadow, err = newShadowPolicy(ctx, opts, s.cache, reg, log); err != nil {
+			return nil, err
+		}
+	}
 	var decider extender.Decider // nil without the verbs
 	if opts.Verbs {
 		if decider, err = s.newDecider(client, reg); err != nil {
@@ -144,6 +150,9 @@ func (s *server) newDecider(client kubernetes.Interface, reg prometheus.Register
 	}
 	if s.roles != nil {
 		dopts.Recall = s.roles.Recall
+	}
+	if s.shadow != nil { // not a typed nil in the interface
+		dopts.Shadow = s.shadow.judge
 	}
 	return decision.New(s.cache, s.active, s.log.WithField("component", "decision"), reg, dopts)
 }

@@ -44,6 +44,11 @@ type Options struct {
 	// SoftInFilter folds the soft rules into filter (see
 	// decision.Options).
 	SoftInFilter bool
+	// ShadowPolicy, when set, is a second bundle (directory, .tar.gz or
+	// bundle server URL) judged beside the active policy on every filter
+	// call and never enforced, loaded with Policy's checks (see
+	// internal/shadow); empty (the default) judges nothing twice.
+	ShadowPolicy string
 	// Verbs serves the extender verbs. Without them (--verbs=false) no
 	// decider and no pending pods are built, and the verbs answer 404:
 	// regosched runs beside regosched-scheduler, which decides in process,
@@ -142,6 +147,9 @@ type RedisRolesOptions struct {
 // check refuses settings that would leave a door open, before anything is
 // built.
 func (o Options) check() error {
+	if o.ShadowPolicy != "" && !o.Verbs {
+		return errors.New("--shadow-policy needs the verbs: without them there is no filter call to judge it beside")
+	}
 	if o.Verbs && o.SchedulerName == "" {
 		return errors.New("--scheduler-name is empty: name the scheduler profile that calls regosched, whose pods alone it may bind")
 	}

@@ -36,6 +36,12 @@ func (s *server) background(ctx context.Context) (stop func() error) {
 	if reload := s.policyReloads(); reload != nil {
 		g.Go(func() error { reload(ctx); return nil })
 	}
+	if s.shadow != nil {
+		g.Go(func() error { s.shadow.judge.Run(ctx); return nil })
+		if reload := s.shadow.source.Reloads(s.shadow.active, nil); reload != nil {
+			g.Go(func() error { reload(ctx); return nil })
+		}
+	}
 	if s.roles != nil {
 		g.Go(func() error {
 			if err := s.roles.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {

@@ -1,0 +1,259 @@
+// Package shadow judges a second policy beside the active one and never
+// enforces it: each filter judgement is copied onto a bounded queue, judged
+// again by a few workers under the shadow policy, and every node the two
+// policies disagree on is counted and logged (sampled). A full queue drops
+// the copy rather than delay the verb that offered it.
+//
+// The front ends call it through Offer with a plain Request, so the
+// extender's internal/decision and, later, the framework plugin share it.
+package shadow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/regosched/regosched/internal/placement"
+	"github.com/regosched/regosched/internal/policy"
+)
+
+// Request is a copy of what one active filter judgement saw and answered;
+// the caller must not change it after Offer.
+type Request struct {
+	// Verb is the extender verb judged ("filter").
+	Verb string
+	// Pod is the pending pod as the active judgement described it.
+	Pod placement.Pod
+	// Peers are its peers as the active judgement saw them; the pods are
+	// the cache's, which it never changes in place.
+	Peers []*placement.Pod
+	// Nodes are the candidate node names, in the request's order.
+	Nodes []string
+	// Denied are the candidates the active policy turned away, with its
+	// reason.
+	Denied map[string]string
+}
+
+// Offerer is the seam a front end calls: Offer never blocks and reports
+// whether the request was queued.
+type Offerer interface {
+	Offer(r *Request) bool
+}
+
+// Policies gives the shadow policy; nil while none is loaded.
+type Policies interface {
+	Load() *policy.Policy
+}
+
+// Config is what a Shadow is made of.
+type Config struct {
+	Policies Policies
+	// NodeLabels gives a node's labels, as the active judgement reads them.
+	NodeLabels func(node string) (map[string]string, bool)
+	// Workers judge the queue; default DefaultWorkers.
+	Workers int
+	// Queue bounds the requests waiting; default DefaultQueue.
+	Queue int
+	// LogsPerSecond bounds the disagreement log lines (a burst of as many);
+	// the rest are counted. Default DefaultLogsPerSecond.
+	LogsPerSecond int
+	Registerer    prometheus.Registerer
+	Log           logrus.FieldLogger
+}
+
+// Defaults of Config: one worker keeps the shadow from competing with the
+// verbs for CPU, and a queue of 1,024 absorbs a burst of a scheduling cycle.
+const (
+	DefaultWorkers       = 1
+	DefaultQueue         = 1024
+	DefaultLogsPerSecond = 5
+)
+
+// Shadow judges offered requests under the shadow policy.
+type Shadow struct {
+	cfg           Config
+	queue         chan *Request
+	logs          flowcontrol.RateLimiter
+	disagreements *prometheus.CounterVec
+	dropped       *prometheus.CounterVec
+	errs          *prometheus.CounterVec
+	unlogged      prometheus.Counter
+}
+
+// New returns a Shadow; Run starts its workers.
+func New(cfg Config) (*Shadow, error) {
+	if cfg.Policies == nil {
+		return nil, errors.New("shadow: no policy")
+	}
+	if cfg.Log == nil {
+		return nil, errors.New("shadow: no logger")
+	}
+	if cfg.NodeLabels == nil {
+		return nil, errors.New("shadow: no node labels")
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.Queue <= 0 {
+		cfg.Queue = DefaultQueue
+	}
+	if cfg.LogsPerSecond <= 0 {
+		cfg.LogsPerSecond = DefaultLogsPerSecond
+	}
+	s := &Shadow{
+		cfg:   cfg,
+		queue: make(chan *Request, cfg.Queue),
+		logs:  flowcontrol.NewTokenBucketRateLimiter(float32(cfg.LogsPerSecond), cfg.LogsPerSecond),
+		disagreements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regosched_shadow_disagreements_total",
+			Help: "Candidate nodes the shadow policy judged otherwise than the active one (allowed by one, denied by the other), by verb; never enforced.",
+		}, []string{"verb"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regosched_shadow_dropped_total",
+			Help: "Judgements not judged again under the shadow policy because its queue was full, by verb.",
+		}, []string{"verb"}),
+		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regosched_shadow_errors_total",
+			Help: "Judgements the shadow policy failed to evaluate, by verb.",
+		}, []string{"verb"}),
+		unlogged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "regosched_shadow_disagreements_unlogged_total",
+			Help: "Shadow disagreements counted but not logged, over the log rate.",
+		}),
+	}
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{s.disagreements, s.dropped, s.errs, s.unlogged} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("registering the shadow's metrics: %w", err)
+			}
+		}
+	}
+	return s, nil
+}
+
+// Offer queues r to be judged under the shadow policy, or drops and counts
+// it when the queue is full: the verb that offers it must not wait.
+func (s *Shadow) Offer(r *Request) bool {
+	select {
+	case s.queue <- r:
+		return true
+	default:
+		s.dropped.WithLabelValues(r.Verb).Inc()
+		return false
+	}
+}
+
+// Run judges the queue with cfg.Workers workers until ctx ends.
+func (s *Shadow) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range s.cfg.Workers {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case r := <-s.queue:
+					s.judge(ctx, r)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// judge evaluates r under the shadow policy and records where it disagrees.
+func (s *Shadow) judge(ctx context.Context, r *Request) {
+	denied, err := s.Denied(ctx, r)
+	if err != nil {
+		s.errs.WithLabelValues(r.Verb).Inc()
+		s.cfg.Log.WithError(err).WithField("pod", r.Pod.Key()).Warn("shadow policy failed; nothing enforced")
+		return
+	}
+	for _, node := range r.Nodes {
+		active, a := r.Denied[node]
+		shadow, b := denied[node]
+		if a == b {
+			continue
+		}
+		s.disagreements.WithLabelValues(r.Verb).Inc()
+		if !s.logs.TryAccept() {
+			s.unlogged.Inc()
+			continue
+		}
+		s.cfg.Log.WithFields(logrus.Fields{
+			"verb": r.Verb, "pod": r.Pod.Key(), "node": node,
+			"active": verdict(a, active), "shadow": verdict(b, shadow),
+		}).Info("shadow policy disagrees; the active one is enforced")
+	}
+}
+
+// verdict says a policy's answer on a node for the log.
+func verdict(denied bool, reason string) string {
+	if !denied {
+		return "allowed"
+	}
+	return "denied: " + reason
+}
+
+// Denied judges r's pod under the shadow policy, with the peers the active
+// judgement saw, and returns the candidates it denies with their reasons.
+// The pod is described by the shadow policy; the peers keep the claims
+// the active policy gave them.
+func (s *Shadow) Denied(ctx context.Context, r *Request) (map[string]string, error) {
+	pol := s.cfg.Policies.Load()
+	if pol == nil {
+		return nil, policy.ErrNoPolicy
+	}
+	pod := r.Pod
+	keys, c, err := pol.DescribePending(ctx, &pod)
+	if err != nil {
+		return nil, fmt.Errorf("shadow: describing pod %s: %w", pod.Key(), err)
+	}
+	if len(keys) == 0 || len(r.Peers) == 0 {
+		return nil, nil
+	}
+	pod.Claims = c
+	conflicts, err := pol.Conflicts(ctx, policy.NewInput(&pod, r.Peers, s.cfg.NodeLabels))
+	if err != nil {
+		return nil, fmt.Errorf("shadow: judging pod %s: %w", pod.Key(), err)
+	}
+	reasons := map[string][]string{}
+	for _, c := range conflicts {
+		reasons[c.Node] = append(reasons[c.Node], c.Reason)
+	}
+	denied := make(map[string]string, len(reasons))
+	for node, rs := range reasons {
+		slices.Sort(rs)
+		denied[node] = joinCompact(rs)
+	}
+	return denied, nil
+}
+
+// joinCompact joins sorted reasons once each.
+func joinCompact(rs []string) string {
+	out := ""
+	for i, r := range slices.Compact(rs) {
+		if i > 0 {
+			out += "; "
+		}
+		out += r
+	}
+	return out
+}
+
+// NewFilterRequest copies what a filter judgement needs to be judged again:
+// the pod, the peers slice, the candidates and the denied nodes.
+func NewFilterRequest(pod *placement.Pod, peers []*placement.Pod, nodes []string, denied ...map[string]string) *Request {
+	r := &Request{Verb: "filter", Pod: *pod, Peers: slices.Clone(peers), Nodes: slices.Clone(nodes), Denied: map[string]string{}}
+	for _, d := range denied {
+		maps.Copy(r.Denied, d)
+	}
+	return r
+}
