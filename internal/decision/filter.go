@@ -106,7 +106,9 @@ func (d *Decider) filterPod(ctx, ectx context.Context, args *extenderv1.Extender
 	if d.opts.Shadow != nil && len(s.Peers) > 0 {
 		// Copied before the soft rules fold into result: the shadow
 		// compares the hard rules' answers, off this request.
-		d.opts.Shadow.Offer(shadow.NewFilterRequest(s.Pod, s.Peers, candidateNames(args), result.FailedNodes, result.FailedAndUnresolvableNodes))
+		r := shadow.NewFilterRequest(s.Pod, s.Peers, candidateNames(args), result.FailedNodes, result.FailedAndUnresolvableNodes)
+		r.Penalties = penalties // the judge's, never changed after
+		d.opts.Shadow.Offer(r)
 	}
 	if d.opts.SoftInFilter {
 		kept = d.keepBestTier(args, s, penalties, result, kept)

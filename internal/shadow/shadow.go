@@ -1,14 +1,17 @@
 // Package shadow judges a second policy beside the active one and never
 // enforces it: each filter judgement is copied onto a bounded queue, judged
 // again by a few workers under the shadow policy, and every node the two
-// policies disagree on is counted and logged (sampled). A full queue drops
-// the copy rather than delay the verb that offered it.
+// policies disagree on is counted and logged (sampled), as is a different
+// score order of the nodes both allow (verb "prioritize", scored from the
+// filter call's peers as prioritize would). A full queue drops the copy
+// rather than delay the verb that offered it.
 //
 // The front ends call it through Offer with a plain Request, so the
 // extender's internal/decision and, later, the framework plugin share it.
 package shadow
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,7 +22,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/util/flowcontrol"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/regosched/regosched/internal/judge"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
 )
@@ -39,6 +44,9 @@ type Request struct {
 	// Denied are the candidates the active policy turned away, with its
 	// reason.
 	Denied map[string]string
+	// Penalties are the active policy's soft-rule penalties, from which
+	// the candidates it kept are scored as prioritize scores them.
+	Penalties []policy.Penalty
 }
 
 // Offerer is the seam a front end calls: Offer never blocks and reports
@@ -170,7 +178,7 @@ func (s *Shadow) Run(ctx context.Context) {
 
 // judge evaluates r under the shadow policy and records where it disagrees.
 func (s *Shadow) judge(ctx context.Context, r *Request) {
-	denied, err := s.Denied(ctx, r)
+	denied, penalties, err := s.verdict(ctx, r)
 	if err != nil {
 		s.errs.WithLabelValues(r.Verb).Inc()
 		s.cfg.Log.WithError(err).WithField("pod", r.Pod.Key()).Warn("shadow policy failed; nothing enforced")
@@ -192,6 +200,72 @@ func (s *Shadow) judge(ctx context.Context, r *Request) {
 			"active": verdict(a, active), "shadow": verdict(b, shadow),
 		}).Info("shadow policy disagrees; the active one is enforced")
 	}
+	s.compareScores(r, denied, penalties)
+}
+
+// compareScores counts one prioritize disagreement when the candidates
+// both policies allow are not in the same score order under the two
+// policies' penalties (best first, ties by name), and logs the first node
+// where the orders part.
+func (s *Shadow) compareScores(r *Request, denied map[string]string, penalties []policy.Penalty) {
+	if len(r.Penalties) == 0 && len(penalties) == 0 {
+		return
+	}
+	var both []string
+	for _, n := range r.Nodes {
+		_, a := r.Denied[n]
+		_, b := denied[n]
+		if !a && !b {
+			both = append(both, n)
+		}
+	}
+	active, shadow := s.scores(both, r.Penalties), s.scores(both, penalties)
+	order := func(sc map[string]int64) []string {
+		o := slices.Clone(both)
+		slices.SortStableFunc(o, func(x, y string) int {
+			if sc[x] != sc[y] {
+				return cmp.Compare(sc[y], sc[x])
+			}
+			return cmp.Compare(x, y)
+		})
+		return o
+	}
+	ao, so := order(active), order(shadow)
+	i := 0
+	for i < len(ao) && ao[i] == so[i] {
+		i++
+	}
+	if i == len(ao) {
+		return
+	}
+	s.disagreements.WithLabelValues("prioritize").Inc()
+	if !s.logs.TryAccept() {
+		s.unlogged.Inc()
+		return
+	}
+	s.cfg.Log.WithFields(logrus.Fields{
+		"verb": "prioritize", "pod": r.Pod.Key(), "rank": i + 1,
+		"active": fmt.Sprintf("%s scores %d", ao[i], active[ao[i]]), "shadow": fmt.Sprintf("%s scores %d", so[i], shadow[so[i]]),
+	}).Info("shadow policy orders the nodes otherwise; the active one is enforced")
+}
+
+// scores are the nodes' scores under penalties, as prioritize gives them.
+func (s *Shadow) scores(nodes []string, penalties []policy.Penalty) map[string]int64 {
+	out := make(map[string]int64, len(nodes))
+	table, ok := judge.NewTable(penalties)
+	totals := make([]float64, len(nodes))
+	var highest float64
+	for i, n := range nodes {
+		if ok {
+			labels, _ := s.cfg.NodeLabels(n)
+			totals[i] = table.Total(n, labels)
+		}
+		highest = max(highest, totals[i])
+	}
+	for i, n := range nodes {
+		out[n] = judge.Score(totals[i], highest, extenderv1.MaxExtenderPriority)
+	}
+	return out
 }
 
 // verdict says a policy's answer on a node for the log.
@@ -207,22 +281,28 @@ func verdict(denied bool, reason string) string {
 // The pod is described by the shadow policy; the peers keep the claims
 // the active policy gave them.
 func (s *Shadow) Denied(ctx context.Context, r *Request) (map[string]string, error) {
+	denied, _, err := s.verdict(ctx, r)
+	return denied, err
+}
+
+// verdict is Denied with the shadow policy's penalties.
+func (s *Shadow) verdict(ctx context.Context, r *Request) (map[string]string, []policy.Penalty, error) {
 	pol := s.cfg.Policies.Load()
 	if pol == nil {
-		return nil, policy.ErrNoPolicy
+		return nil, nil, policy.ErrNoPolicy
 	}
 	pod := r.Pod
 	keys, c, err := pol.DescribePending(ctx, &pod)
 	if err != nil {
-		return nil, fmt.Errorf("shadow: describing pod %s: %w", pod.Key(), err)
+		return nil, nil, fmt.Errorf("shadow: describing pod %s: %w", pod.Key(), err)
 	}
 	if len(keys) == 0 || len(r.Peers) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	pod.Claims = c
-	conflicts, err := pol.Conflicts(ctx, policy.NewInput(&pod, r.Peers, s.cfg.NodeLabels))
+	conflicts, penalties, err := pol.Judge(ctx, policy.NewInput(&pod, r.Peers, s.cfg.NodeLabels))
 	if err != nil {
-		return nil, fmt.Errorf("shadow: judging pod %s: %w", pod.Key(), err)
+		return nil, nil, fmt.Errorf("shadow: judging pod %s: %w", pod.Key(), err)
 	}
 	reasons := map[string][]string{}
 	for _, c := range conflicts {
@@ -233,7 +313,7 @@ func (s *Shadow) Denied(ctx context.Context, r *Request) (map[string]string, err
 		slices.Sort(rs)
 		denied[node] = joinCompact(rs)
 	}
-	return denied, nil
+	return denied, penalties, nil
 }
 
 // joinCompact joins sorted reasons once each.

@@ -198,3 +198,50 @@ func TestRunStopsWithItsContext(t *testing.T) {
 	cancel()
 	wg.Wait()
 }
+
+func TestJudgeComparesScoreOrder(t *testing.T) {
+	tests := []struct {
+		name       string
+		active     []policy.Penalty
+		wantCount  float64
+		wantLogged map[string]any
+	}{
+		{
+			// The active policy preferred no node; the shadow's node
+			// spreading puts node-3, where a peer runs, last.
+			name: "shadow spreads, active did not", wantCount: 1,
+			wantLogged: map[string]any{"verb": "prioritize", "pod": "shop/m0", "rank": 2, "active": "node-3 scores 10", "shadow": "node-4 scores 10"},
+		},
+		{
+			name:      "same penalties, same order",
+			active:    []policy.Penalty{{TopologyKey: policy.HostnameKey, Value: "node-3", Weight: 1}},
+			wantCount: 0,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			def, err := bundles.Options{}.LoadFS(context.Background(), regosched.DefaultPolicy(), "default")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, hook := newShadow(t, def, Config{})
+			// A replica of another shard of the cluster: no hard rule, but
+			// the default policy spreads a cluster's pods over nodes.
+			r := NewFilterRequest(redis("m0", "master", "0", ""), []*placement.Pod{redis("r1", "replica", "1", "node-3")}, []string{"node-1", "node-3", "node-4"})
+			r.Penalties = tt.active
+			s.judge(context.Background(), r)
+			if got := testutil.ToFloat64(s.disagreements.WithLabelValues("prioritize")); got != tt.wantCount {
+				t.Errorf("prioritize disagreements = %v, want %v", got, tt.wantCount)
+			}
+			var got map[string]any
+			for _, e := range hook.AllEntries() {
+				if e.Data["verb"] == "prioritize" {
+					got = map[string]any(e.Data)
+				}
+			}
+			if diff := cmp.Diff(tt.wantLogged, got); diff != "" {
+				t.Errorf("log (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
