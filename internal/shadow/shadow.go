@@ -304,28 +304,15 @@ func (s *Shadow) verdict(ctx context.Context, r *Request) (map[string]string, []
 	if err != nil {
 		return nil, nil, fmt.Errorf("shadow: judging pod %s: %w", pod.Key(), err)
 	}
-	reasons := map[string][]string{}
+	byNode := map[string][]policy.Conflict{}
 	for _, c := range conflicts {
-		reasons[c.Node] = append(reasons[c.Node], c.Reason)
+		byNode[c.Node] = append(byNode[c.Node], c)
 	}
-	denied := make(map[string]string, len(reasons))
-	for node, rs := range reasons {
-		slices.Sort(rs)
-		denied[node] = joinCompact(rs)
+	denied := make(map[string]string, len(byNode))
+	for node, cs := range byNode {
+		denied[node] = judge.Reasons(cs)
 	}
 	return denied, penalties, nil
-}
-
-// joinCompact joins sorted reasons once each.
-func joinCompact(rs []string) string {
-	out := ""
-	for i, r := range slices.Compact(rs) {
-		if i > 0 {
-			out += "; "
-		}
-		out += r
-	}
-	return out
 }
 
 // NewFilterRequest copies what a filter judgement needs to be judged again:
