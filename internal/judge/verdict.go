@@ -27,20 +27,10 @@ type Verdict struct {
 	evictable map[types.UID]bool
 }
 
-// Judge evaluates the hard and soft rules between s and its peers. A
-// subject without peers gets an empty verdict without evaluating anything.
+// Judge evaluates the hard and soft rules between s and its peers
+// (Evaluate, with the placements' node labels).
 func (j *Judge) Judge(ctx context.Context, s *Subject) (*Verdict, error) {
-	v := &Verdict{Subject: s}
-	if len(s.Peers) == 0 {
-		return v, nil
-	}
-	conflicts, penalties, err := s.Policy.Judge(ctx, j.Input(s))
-	if err != nil {
-		return nil, fmt.Errorf("judging pod %s: %w", s.Pod.Key(), err)
-	}
-	v.Penalties = penalties
-	v.setConflicts(conflicts)
-	return v, nil
+	return Evaluate(ctx, s, j.cfg.Placements.NodeLabels)
 }
 
 // Conflicts evaluates the hard rules alone.

@@ -249,21 +249,19 @@ func (s *Shadow) compareScores(r *Request, denied map[string]string, penalties [
 	}).Info("shadow policy orders the nodes otherwise; the active one is enforced")
 }
 
-// scores are the nodes' scores under penalties, as prioritize gives them.
+// scores are the nodes' scores under penalties, as prioritize gives them
+// (judge.ScoreNodes): with no penalty, every node the maximum.
 func (s *Shadow) scores(nodes []string, penalties []policy.Penalty) map[string]int64 {
 	out := make(map[string]int64, len(nodes))
-	table, ok := judge.NewTable(penalties)
-	totals := make([]float64, len(nodes))
-	var highest float64
+	sc, ok := judge.ScoreNodes(penalties, nodes, func(_ int, name string) map[string]string {
+		labels, _ := s.cfg.NodeLabels(name)
+		return labels
+	}, nil)
 	for i, n := range nodes {
+		out[n] = extenderv1.MaxExtenderPriority
 		if ok {
-			labels, _ := s.cfg.NodeLabels(n)
-			totals[i] = table.Total(n, labels)
+			out[n] = sc.Score(i, extenderv1.MaxExtenderPriority)
 		}
-		highest = max(highest, totals[i])
-	}
-	for i, n := range nodes {
-		out[n] = judge.Score(totals[i], highest, extenderv1.MaxExtenderPriority)
 	}
 	return out
 }
@@ -285,34 +283,29 @@ func (s *Shadow) Denied(ctx context.Context, r *Request) (map[string]string, err
 	return denied, err
 }
 
-// verdict is Denied with the shadow policy's penalties.
+// verdict is Denied with the shadow policy's penalties, judged by the one
+// judge (judge.Beside, judge.Evaluate) as the active policy is.
 func (s *Shadow) verdict(ctx context.Context, r *Request) (map[string]string, []policy.Penalty, error) {
 	pol := s.cfg.Policies.Load()
 	if pol == nil {
 		return nil, nil, policy.ErrNoPolicy
 	}
-	pod := r.Pod
-	keys, c, err := pol.DescribePending(ctx, &pod)
+	sub, err := judge.Beside(ctx, pol, &r.Pod, r.Peers)
 	if err != nil {
-		return nil, nil, fmt.Errorf("shadow: describing pod %s: %w", pod.Key(), err)
+		return nil, nil, fmt.Errorf("shadow: %w", err)
 	}
-	if len(keys) == 0 || len(r.Peers) == 0 {
-		return nil, nil, nil
-	}
-	pod.Claims = c
-	conflicts, penalties, err := pol.Judge(ctx, policy.NewInput(&pod, r.Peers, s.cfg.NodeLabels))
+	v, err := judge.Evaluate(ctx, sub, s.cfg.NodeLabels)
 	if err != nil {
-		return nil, nil, fmt.Errorf("shadow: judging pod %s: %w", pod.Key(), err)
+		return nil, nil, fmt.Errorf("shadow: %w", err)
 	}
-	byNode := map[string][]policy.Conflict{}
-	for _, c := range conflicts {
-		byNode[c.Node] = append(byNode[c.Node], c)
-	}
-	denied := make(map[string]string, len(byNode))
-	for node, cs := range byNode {
+	var denied map[string]string
+	v.Nodes(func(node string, cs []policy.Conflict) {
+		if denied == nil {
+			denied = map[string]string{}
+		}
 		denied[node] = judge.Reasons(cs)
-	}
-	return denied, penalties, nil
+	})
+	return denied, v.Penalties, nil
 }
 
 // NewFilterRequest copies what a filter judgement needs to be judged again:

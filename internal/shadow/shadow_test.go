@@ -2,13 +2,11 @@ package shadow
 
 import (
 	"context"
-	"io/fs"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,10 +16,9 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/regosched/regosched"
-	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/internal/policy/policytest"
 )
 
 type static struct{ p *policy.Policy }
@@ -32,31 +29,7 @@ func (s static) Load() *policy.Policy { return s.p }
 // Redis cluster apart: it denies more than the default.
 func stricterPolicy(t testing.TB) *policy.Policy {
 	t.Helper()
-	src := regosched.DefaultPolicy()
-	mfs := fstest.MapFS{}
-	err := fs.WalkDir(src, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		raw, err := fs.ReadFile(src, p)
-		if err != nil {
-			return err
-		}
-		if strings.HasSuffix(p, "config/data.json") {
-			raw = []byte(strings.Replace(string(raw), `"separate": [`,
-				`"separate": [{"name": "redis-all-apart", "role": "*", "peer_role": "*", "scope": "cluster"},`, 1))
-		}
-		mfs[p] = &fstest.MapFile{Data: raw}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := bundles.Options{}.LoadFS(context.Background(), mfs, "stricter")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return policytest.Variant(t, policytest.KeepClusterApart)
 }
 
 func redis(name, role, shard, node string) *placement.Pod {
@@ -220,11 +193,7 @@ func TestJudgeComparesScoreOrder(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			def, err := bundles.Options{}.LoadFS(context.Background(), regosched.DefaultPolicy(), "default")
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, hook := newShadow(t, def, Config{})
+			s, hook := newShadow(t, policytest.Default(t), Config{})
 			// A replica of another shard of the cluster: no hard rule, but
 			// the default policy spreads a cluster's pods over nodes.
 			r := NewFilterRequest(redis("m0", "master", "0", ""), []*placement.Pod{redis("r1", "replica", "1", "node-3")}, []string{"node-1", "node-3", "node-4"})
