@@ -29,9 +29,9 @@ const (
 const rootLong = `regosched: a kube-scheduler extender with placement rules in Rego.
 
 Exit codes:
-  0   success (audit: no placement breaks a hard rule)
-  1   audit: placements break hard rules
-  2   cannot run: the API server cannot be reached, the policy is bad, ...
+  0   success (audit: no placement breaks a hard rule; verify: every expectation holds)
+  1   audit: placements break hard rules; verify: an expectation failed
+  2   cannot run: the API server cannot be reached, the policy is bad, a suite is missing, ...
   64  usage error: unknown command or flag, bad flag value, missing argument
 `
 
@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	if len(args) == 0 {
-		return exit(stderr, root, usageErrorf("no command given (serve, audit, explain, version, completion)"))
+		return exit(stderr, root, usageErrorf("no command given (serve, audit, explain, verify, version, completion)"))
 	}
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
@@ -82,7 +82,7 @@ func newRootCommand(serve serveFunc) *cobra.Command {
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
-	root.AddCommand(newServeCommand(serve), newAuditCommand(), newExplainCommand(), newVersionCommand())
+	root.AddCommand(newServeCommand(serve), newAuditCommand(), newExplainCommand(), newVerifyCommand(), newVersionCommand())
 	return root
 }
 
@@ -92,7 +92,7 @@ func exit(stderr io.Writer, cmd *cobra.Command, err error) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.Is(err, errViolations):
+	case errors.Is(err, errViolations), errors.Is(err, errFailedChecks):
 		// The report said it all.
 		return exitViolations
 	case errors.As(err, &usage):

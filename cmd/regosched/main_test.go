@@ -28,7 +28,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "serve --help", args: []string{"serve", "--help"}, wantOut: "--policy-poll duration"},
 		{name: "audit -h", args: []string{"audit", "-h"}, wantOut: "-n, --namespace string"},
 		{name: "no command", wantCode: exitUsage,
-			wantErr: "regosched: no command given (serve, audit, explain, version, completion)\nRun 'regosched --help' for usage.\n"},
+			wantErr: "regosched: no command given (serve, audit, explain, verify, version, completion)\nRun 'regosched --help' for usage.\n"},
 		{name: "unknown command", args: []string{"serv", "--listen=:1"}, wantCode: exitUsage,
 			wantErr: "regosched: unknown command \"serv\" for \"regosched\"; did you mean \"serve\"?\nRun 'regosched --help' for usage.\n"},
 		{name: "unknown command, nothing near", args: []string{"frobnicate"}, wantCode: exitUsage,

@@ -25,6 +25,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/decision"
+	"github.com/regosched/regosched/internal/judge"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
 )
@@ -96,6 +97,17 @@ type NodeResult struct {
 	// Reason is filter's reason for removing the node, as the scheduler
 	// shows it in the pod's FailedScheduling event.
 	Reason string `json:"reason,omitempty"`
+	// Denials are the hard rules that remove the node, each with the peer
+	// it keeps the pod from, sorted by rule and peer.
+	Denials []Denial `json:"denials,omitempty"`
+}
+
+// Denial is one hard rule that removes a node, for one peer.
+type Denial struct {
+	Rule string `json:"rule"`
+	// Peer is the peer's namespace/name.
+	Peer   string `json:"peer"`
+	Reason string `json:"reason"`
 }
 
 // Options configure Explain.
@@ -194,14 +206,53 @@ func Explain(ctx context.Context, pod *corev1.Pod, opts Options) (*Report, error
 		score := scores[name] // a node left out of the list scores 0
 		report.Nodes = append(report.Nodes, NodeResult{Node: name, Verdict: OK, Score: &score})
 	}
-	for name, reason := range filtered.FailedNodes {
-		report.Nodes = append(report.Nodes, NodeResult{Node: name, Verdict: Failed, Reason: reason})
-	}
-	for name, reason := range filtered.FailedAndUnresolvableNodes {
-		report.Nodes = append(report.Nodes, NodeResult{Node: name, Verdict: Unresolvable, Reason: reason})
+	if len(filtered.FailedNodes)+len(filtered.FailedAndUnresolvableNodes) > 0 {
+		denials, err := denialsByNode(ctx, cache, pol, pod, opts.Log)
+		if err != nil {
+			return nil, err
+		}
+		for name, reason := range filtered.FailedNodes {
+			report.Nodes = append(report.Nodes, NodeResult{Node: name, Verdict: Failed, Reason: reason, Denials: denials(name)})
+		}
+		for name, reason := range filtered.FailedAndUnresolvableNodes {
+			report.Nodes = append(report.Nodes, NodeResult{Node: name, Verdict: Unresolvable, Reason: reason, Denials: denials(name)})
+		}
 	}
 	slices.SortFunc(report.Nodes, compareNodes)
 	return report, nil
+}
+
+// denialsByNode asks the judge, which filter asked, for the conflicts
+// behind its reasons: the extender's answer carries only the reason text,
+// and a policy author's test names the rule and the peer.
+func denialsByNode(ctx context.Context, cache *placement.Cache, pol *policy.Policy, pod *corev1.Pod, log logrus.FieldLogger) (func(node string) []Denial, error) {
+	j, err := judge.New(judge.Config{Placements: cache, Log: log.WithField("component", "judge")})
+	if err != nil {
+		return nil, err
+	}
+	s, err := j.Describe(ctx, pol, pod)
+	if err != nil {
+		return nil, err
+	}
+	j.FindPeers(s)
+	v, err := j.Conflicts(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return func(node string) []Denial {
+		var out []Denial
+		for _, c := range v.At(node) {
+			d := Denial{Rule: c.Rule, Reason: c.Reason}
+			if p, ok := s.Peer(c.Peer); ok {
+				d.Peer = p.Key()
+			}
+			out = append(out, d)
+		}
+		slices.SortFunc(out, func(a, b Denial) int {
+			return cmp.Or(strings.Compare(a.Rule, b.Rule), strings.Compare(a.Peer, b.Peer), strings.Compare(a.Reason, b.Reason))
+		})
+		return slices.Compact(out)
+	}, nil
 }
 
 // compareNodes orders rejected nodes first (the reasons are what an author

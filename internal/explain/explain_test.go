@@ -125,8 +125,8 @@ func TestExplain(t *testing.T) {
 				Scored: true,
 				Nodes: []NodeResult{
 					// Lower priority than the pod: preemption may help.
-					{Node: "node-1", Verdict: Unresolvable, Reason: "redis: master shop/cache-0-master of cluster cache already on this node"},
-					{Node: "node-3", Verdict: Unresolvable, Reason: "redis: master shop/cache-1-master of cluster cache already on this node"},
+					{Node: "node-1", Verdict: Unresolvable, Reason: "redis: master shop/cache-0-master of cluster cache already on this node", Denials: []Denial{{Rule: "redis-masters", Peer: "shop/cache-0-master", Reason: "redis: master shop/cache-0-master of cluster cache already on this node"}}},
+					{Node: "node-3", Verdict: Unresolvable, Reason: "redis: master shop/cache-1-master of cluster cache already on this node", Denials: []Denial{{Rule: "redis-masters", Peer: "shop/cache-1-master", Reason: "redis: master shop/cache-1-master of cluster cache already on this node"}}},
 					{Node: "node-4", Verdict: OK, Score: score(10)},
 					// A peer of the cluster on it: spread.
 					{Node: "node-2", Verdict: OK, Score: score(0)},
@@ -162,7 +162,7 @@ func TestExplain(t *testing.T) {
 				}},
 				// The only penalised node failed: no preference among the rest.
 				Nodes: []NodeResult{
-					{Node: "node-4", Verdict: Unresolvable, Reason: "redis: master default/cache-0-master of cluster cache already on this node"},
+					{Node: "node-4", Verdict: Unresolvable, Reason: "redis: master default/cache-0-master of cluster cache already on this node", Denials: []Denial{{Rule: "redis-masters", Peer: "default/cache-0-master", Reason: "redis: master default/cache-0-master of cluster cache already on this node"}}},
 					{Node: "node-1", Verdict: OK, Score: score(0)},
 					{Node: "node-2", Verdict: OK, Score: score(0)},
 					{Node: "node-3", Verdict: OK, Score: score(0)},
@@ -182,8 +182,8 @@ func TestExplain(t *testing.T) {
 					peer("cache-1-master", "master", "1", "node-3", 1000),
 				},
 				Nodes: []NodeResult{
-					{Node: "node-2", Verdict: Unresolvable, Reason: "redis: replica shop/cache-0-replica of cluster cache (shard 0) already on this node"},
-					{Node: "node-3", Verdict: Unresolvable, Reason: "redis: master shop/cache-1-master of cluster cache already on this node"},
+					{Node: "node-2", Verdict: Unresolvable, Reason: "redis: replica shop/cache-0-replica of cluster cache (shard 0) already on this node", Denials: []Denial{{Rule: "redis-master-replica", Peer: "shop/cache-0-replica", Reason: "redis: replica shop/cache-0-replica of cluster cache (shard 0) already on this node"}}},
+					{Node: "node-3", Verdict: Unresolvable, Reason: "redis: master shop/cache-1-master of cluster cache already on this node", Denials: []Denial{{Rule: "redis-masters", Peer: "shop/cache-1-master", Reason: "redis: master shop/cache-1-master of cluster cache already on this node"}}},
 					{Node: "node-1", Verdict: OK, Score: score(0)},
 					{Node: "node-4", Verdict: OK, Score: score(0)},
 				},
@@ -271,6 +271,10 @@ func TestRenderJSON(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]any{
 		"node": "node-1", "verdict": "unresolvable", "reason": "redis: master shop/cache-0-master of cluster cache already on this node",
+		"denials": []any{map[string]any{
+			"rule": "redis-masters", "peer": "shop/cache-0-master",
+			"reason": "redis: master shop/cache-0-master of cluster cache already on this node",
+		}},
 	}, raw.Nodes[0]); diff != "" {
 		t.Errorf("first node in JSON mismatch (-want +got):\n%s", diff)
 	}
