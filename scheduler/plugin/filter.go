@@ -22,6 +22,11 @@ func (pl *Regosched) Filter(_ context.Context, cs fwk.CycleState, _ *v1.Pod, nod
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
+	if s.shadow != nil {
+		if node := nodeInfo.Node(); node != nil {
+			s.shadow.saw(node.Name)
+		}
+	}
 	if !s.verdict.HasConflicts() && len(s.added) == 0 {
 		return nil // most pods, on most nodes
 	}

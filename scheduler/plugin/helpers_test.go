@@ -67,6 +67,8 @@ type options struct {
 	// unprotected lifts the default policy's protection of Redis masters
 	// from preemption, for tests of preemption among masters.
 	unprotected bool
+	// shadowPolicy is Config.ShadowPolicy.
+	shadowPolicy string
 }
 
 func newFixture(t *testing.T) *fixture { return newFixtureWith(t, options{}) }
@@ -125,7 +127,7 @@ func newFixtureWith(t *testing.T, o options) *fixture {
 	}
 	if f.pl, err = New(ctx, Config{
 		Bundles: bundles.Config{Default: bundle, DataFile: data, Log: log}, Client: client, Snapshot: snapshot,
-		Registerer: f.reg, SyncTimeout: 10 * time.Second, Log: log,
+		Registerer: f.reg, SyncTimeout: 10 * time.Second, ShadowPolicy: o.shadowPolicy, Log: log,
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,9 @@
 // Files are split by extension point, as in kube-scheduler's own plugins:
 // prefilter.go (the pod's peers and conflicts, and the AddPod/RemovePod
 // extensions that let default preemption see regosched's rules),
-// filter.go, score.go (the soft rules) and reserve.go (the placement
-// cache learns a pod's node before its binding is seen).
+// filter.go, score.go (the soft rules), reserve.go (the placement
+// cache learns a pod's node before its binding is seen) and shadow.go (a
+// second policy judged beside the active one, never enforced).
 package plugin
 
 import (
@@ -32,6 +33,7 @@ import (
 	"github.com/regosched/regosched/internal/logbridge"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/internal/shadow"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
@@ -68,6 +70,12 @@ type Args struct {
 	// SyncTimeout bounds the wait for the placement cache's first list at
 	// start-up; 2m when empty.
 	SyncTimeout string `json:"syncTimeout,omitempty"`
+	// ShadowPolicy is `regosched serve`'s --shadow-policy: a second bundle
+	// (directory, .tar.gz or bundle server URL), loaded with the policy*
+	// checks and reloads, judged beside the active one on every
+	// scheduling cycle, off it, and never enforced (shadow.go). Empty
+	// judges nothing twice.
+	ShadowPolicy string `json:"shadowPolicy,omitempty"`
 }
 
 // Regosched implements the framework's extension points over the judge.
@@ -82,6 +90,8 @@ type Regosched struct {
 	// syncTimeout bounds the first cycles' wait for the placement cache,
 	// fed by the scheduler's informers once the scheduler starts them.
 	syncTimeout time.Duration
+	// shadow judges the shadow policy (Args.ShadowPolicy); nil without.
+	shadow shadow.Offerer
 }
 
 // Policies gives the policy to judge with (implemented by bundles.Active).
@@ -92,6 +102,7 @@ type Policies interface {
 var (
 	_ fwk.PreFilterPlugin   = (*Regosched)(nil)
 	_ fwk.FilterPlugin      = (*Regosched)(nil)
+	_ fwk.PostFilterPlugin  = (*Regosched)(nil)
 	_ fwk.PreScorePlugin    = (*Regosched)(nil)
 	_ fwk.ScorePlugin       = (*Regosched)(nil)
 	_ fwk.ReservePlugin     = (*Regosched)(nil)
@@ -165,7 +176,7 @@ func decodeArgs(obj runtime.Object) (Args, error) {
 
 // config turns args into the plugin's configuration, durations checked.
 func (args Args) config(defaultPolicy fs.FS, log logrus.FieldLogger) (Config, error) {
-	cfg := Config{Log: log, Bundles: bundles.Config{
+	cfg := Config{Log: log, ShadowPolicy: args.ShadowPolicy, Bundles: bundles.Config{
 		Path: args.Policy, Default: defaultPolicy, DataFile: args.PolicyData,
 		VerificationKey: args.PolicyVerificationKey, VerificationKeyID: args.PolicyVerificationKeyID,
 		SigningAlg: args.PolicySigningAlg, Scope: args.PolicyScope, RunTests: args.PolicyRunTests,
@@ -215,7 +226,10 @@ type Config struct {
 	// SyncTimeout bounds the wait for the placement cache's first list: at
 	// New with informers of its own, else at the first scheduling cycles.
 	SyncTimeout time.Duration
-	Log         logrus.FieldLogger
+	// ShadowPolicy is a bundle judged beside the active one and never
+	// enforced, opened with Bundles' checks; empty for none.
+	ShadowPolicy string
+	Log          logrus.FieldLogger
 }
 
 // New builds the plugin: it opens the policy source, waits (at most
@@ -264,10 +278,23 @@ func New(ctx context.Context, cfg Config) (*Regosched, error) {
 			log.WithError(err).Warn("policy not activated")
 		}
 	}
+	pl := &Regosched{judge: j, policies: active, cache: c, snapshot: cfg.Snapshot, log: log, syncTimeout: cfg.SyncTimeout}
+	if cfg.ShadowPolicy != "" {
+		b, err := shadow.Open(ctx, cfg.Bundles, cfg.ShadowPolicy, shadow.Config{
+			NodeLabels: c.NodeLabels, Registerer: reg, Log: log.WithField("component", "shadow"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%s: shadowPolicy %s: %w", Name, cfg.ShadowPolicy, err)
+		}
+		go b.Run(ctx)
+		pl.shadow = b.Shadow
+		log.WithFields(logrus.Fields{"source": b.Source.Description(), "policyRevision": b.Source.First().Revision()}).
+			Info("shadow policy loaded; judged beside the active one, never enforced")
+	}
 	if reload := src.Reloads(active, reindex); reload != nil {
 		go reload(ctx)
 	}
-	return &Regosched{judge: j, policies: active, cache: c, snapshot: cfg.Snapshot, log: log, syncTimeout: cfg.SyncTimeout}, nil
+	return pl, nil
 }
 
 // newCache is the placement cache, fed from the scheduler's informers when

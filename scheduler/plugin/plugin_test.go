@@ -30,6 +30,7 @@ func TestDecodeArgs(t *testing.T) {
 				PolicyVerificationKeyID: "k1", PolicySigningAlg: "ES256", PolicyScope: "prod", PolicyRunTests: true,
 				PolicyMaxBytes: 1000, PolicyMaxTotalBytes: 2000, PolicyMaxEntries: 30, PolicyStartTimeout: "1m",
 				PolicyLongPollingTimeout: "30s", PolicyPoll: "0s", LogLevel: "info", SyncTimeout: "2m"}},
+		{name: "a shadow policy", raw: `{"shadowPolicy":"/etc/regosched/next.tar.gz"}`, want: defaults(Args{ShadowPolicy: "/etc/regosched/next.tar.gz"})},
 		{name: "an unknown field", raw: `{"polcy":"x"}`, wantErr: true},
 		{name: "not JSON", raw: `{`, wantErr: true},
 	}

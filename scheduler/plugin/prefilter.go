@@ -35,6 +35,9 @@ type state struct {
 	table judge.Table
 	// assumed is the pod as Reserve recorded it in the cache, for Unreserve.
 	assumed *placement.Pod
+	// shadow collects the candidates for the shadow policy (shadow.go);
+	// nil without one, without peers, and in clones.
+	shadow *shadowCandidates
 }
 
 // Clone copies what AddPod and RemovePod change; the rest is shared.
@@ -42,6 +45,8 @@ func (s *state) Clone() fwk.StateData {
 	c := *s
 	c.removed = maps.Clone(s.removed)
 	c.added = maps.Clone(s.added)
+	// A preemption dry run's Filter calls are no candidates.
+	c.shadow = nil
 	return &c
 }
 
@@ -60,7 +65,7 @@ func getState(cs fwk.CycleState) (*state, error) {
 // PreFilter has the judge describe the pending pod, find its peers and
 // judge the hard and soft rules against them, once for every candidate
 // node. A pod in no group skips Filter: no rule can concern it.
-func (pl *Regosched) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+func (pl *Regosched) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if !pl.cache.HasSynced() {
 		// The scheduler waits for its informers before its first cycle;
 		// the cache's handler on them may lag a moment behind.
@@ -77,6 +82,9 @@ func (pl *Regosched) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.P
 	s, err := pl.prefilter(ctx, pod)
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("regosched: pod %s/%s: %w", pod.Namespace, pod.Name, err))
+	}
+	if pl.shadow != nil && len(s.subject.Peers) > 0 {
+		s.shadow = newShadowCandidates(s.verdict, len(nodes))
 	}
 	cs.Write(stateKey, s)
 	if len(s.subject.Keys) == 0 {

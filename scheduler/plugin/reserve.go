@@ -18,6 +18,8 @@ func (pl *Regosched) Reserve(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, 
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
+	// One node fit, or PreScore offered already (shadow.go).
+	s.shadow.offer(pl.shadow)
 	if len(s.subject.Keys) == 0 {
 		return nil
 	}

@@ -17,6 +17,8 @@ func (pl *Regosched) PreScore(_ context.Context, cs fwk.CycleState, _ *v1.Pod, _
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
+	// The filtering is over: the shadow gets its candidates (shadow.go).
+	s.shadow.offer(pl.shadow)
 	table, ok := judge.NewTable(s.verdict.Penalties)
 	if !ok {
 		return fwk.NewStatus(fwk.Skip)

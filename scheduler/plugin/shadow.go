@@ -1,0 +1,97 @@
+package plugin
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/regosched/regosched/internal/judge"
+	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/internal/shadow"
+)
+
+// The shadow rollout (Args.ShadowPolicy) judges a second bundle beside the
+// active one and never enforces it, as `regosched serve --shadow-policy`
+// does: both front ends hand internal/shadow the same request, and the
+// shadow judges it with the one judge, off the scheduling cycle.
+//
+// What the extender's filter call has and PreFilter has not is the list
+// of candidates: the nodes every other filter let through (the extender
+// runs after them), as the scheduler sampled them. A disagreement is
+// counted per candidate, so the plugin takes the same list: Filter notes
+// each node it is called for in the cycle's own state (the framework calls
+// it only for nodes every filter before it passed; a preemption dry run's
+// clones note nothing), and the request is offered once the filtering is
+// over, at the first extension point after it: PreScore (two or more
+// feasible nodes), Reserve (one) or PostFilter (none; regosched's
+// PostFilter runs after default preemption's and changes nothing). A cycle
+// that ends before (preemption nominating a node, a Reserve plugin before
+// regosched's failing) offers nothing.
+
+// shadowCandidates collects one cycle's candidates for the shadow.
+type shadowCandidates struct {
+	// request is the active judgement, its Nodes filled at offer.
+	request *shadow.Request
+	// slots has a slot per node PreFilter was given; Filter's parallel
+	// calls take one each through next, and any beyond go to overflow.
+	slots    []string
+	next     atomic.Int64
+	mu       sync.Mutex
+	overflow []string
+	offered  atomic.Bool
+}
+
+// newShadowCandidates copies what the shadow needs of the active
+// judgement v: the pod, its peers, the nodes the hard rules turned away
+// with their reasons, and the soft rules' penalties.
+func newShadowCandidates(v *judge.Verdict, nodes int) *shadowCandidates {
+	denied := map[string]string{}
+	v.Nodes(func(node string, cs []policy.Conflict) { denied[node] = judge.Reasons(cs) })
+	r := shadow.NewFilterRequest(v.Subject.Pod, v.Subject.Peers, nil, denied)
+	r.Penalties = v.Penalties // the judge's, never changed after
+	return &shadowCandidates{request: r, slots: make([]string, nodes)}
+}
+
+// saw notes a candidate; safe from many goroutines.
+func (c *shadowCandidates) saw(node string) {
+	if i := c.next.Add(1) - 1; i < int64(len(c.slots)) {
+		c.slots[i] = node
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.overflow = append(c.overflow, node)
+}
+
+// offer hands the request to o, once, with the candidates noted. The
+// framework calls it after Filter's calls have returned.
+func (c *shadowCandidates) offer(o shadow.Offerer) {
+	if c == nil || !c.offered.CompareAndSwap(false, true) {
+		return
+	}
+	n := min(c.next.Load(), int64(len(c.slots)))
+	c.mu.Lock()
+	c.request.Nodes = append(c.slots[:n:n], c.overflow...)
+	c.mu.Unlock()
+	o.Offer(c.request)
+}
+
+// offerShadow offers the cycle's shadow request, if there is one.
+func (pl *Regosched) offerShadow(cs fwk.CycleState) {
+	if pl.shadow == nil {
+		return
+	}
+	if s, err := getState(cs); err == nil {
+		s.shadow.offer(pl.shadow)
+	}
+}
+
+// PostFilter offers the shadow the cycle in which no node fit, and
+// changes nothing: Unschedulable lets the scheduler go on as without it.
+func (pl *Regosched) PostFilter(_ context.Context, cs fwk.CycleState, _ *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	pl.offerShadow(cs)
+	return nil, fwk.NewStatus(fwk.Unschedulable)
+}
