@@ -16,6 +16,7 @@ import (
 	"github.com/regosched/regosched/internal/apicontact"
 	"github.com/regosched/regosched/internal/audit"
 	"github.com/regosched/regosched/internal/bundles"
+	"github.com/regosched/regosched/internal/decisionlog"
 	"github.com/regosched/regosched/internal/extender"
 	"github.com/regosched/regosched/internal/logbridge"
 	"github.com/regosched/regosched/internal/repair"
@@ -117,6 +118,19 @@ func newServeCommand(run serveFunc) *cobra.Command {
 	fs.StringVar(&f.opts.Repair.ConfigMap, "repair-configmap", repair.DefaultConfigMap, "--repair: ConfigMap in --leader-elect-namespace that keeps the repair in flight and the recent ones, for the next leader")
 	fs.StringVar(&f.opts.CertRoll.Secret, "scheduler-client-secret", "", "Secret in --pod-namespace holding the scheduler's client certificate: when its ca.crt or tls.crt changes, the leader rolls --scheduler-deployment, since kube-scheduler reads that certificate only at start (with --scheduler-deployment; default: off)")
 	fs.StringVar(&f.opts.CertRoll.Deployment, "scheduler-deployment", "", "--scheduler-client-secret: the scheduler's Deployment in --pod-namespace, rolled (annotation regosched.io/client-cert-sha256) when that Secret changes")
+	dl := &f.opts.DecisionLog
+	fs.StringVar(&dl.Target, "decision-log", "", "log every filter, prioritize, preempt and bind decision as an OPA decision log event (pod, policy revision, nodes denied with rule and peer, outcome): stdout, a file path (appended to), or the http(s):// URL of a service speaking OPA's decision log API (gzip'd JSON arrays POSTed to URL/logs); events are buffered and sent off the verbs, and dropped (regosched_decision_logs_dropped_total) rather than wait; see docs/decision-logs.md (default: off)")
+	fs.Float64Var(&dl.SampleRate, "decision-log-sample", 1, "--decision-log: share of decisions logged, 0..1")
+	fs.Var(commaList{&dl.MaskLabels}, "decision-log-mask-labels", "--decision-log: comma-separated pod label keys kept out of the events (see --decision-log-mask-mode); their JSON pointers are listed under erased or masked")
+	fs.StringVar(&dl.MaskMode, "decision-log-mask-mode", string(decisionlog.MaskDrop), "--decision-log-mask-labels: drop (remove the label, as OPA's remove) or replace (keep the key, value "+decisionlog.DefaultMaskValue+", as OPA's upsert)")
+	fs.IntVar(&dl.BufferEvents, "decision-log-buffer-size", decisionlog.DefaultMaxEvents, "--decision-log: most events waiting for the sink; more are dropped and counted, so that a slow sink never slows a verb")
+	fs.DurationVar(&dl.FlushInterval, "decision-log-flush-interval", decisionlog.DefaultFlushInterval, "--decision-log: how often buffered events are sent (sooner once 32 KiB are buffered)")
+	fs.IntVar(&dl.UploadLimitBytes, "decision-log-upload-limit-bytes", decisionlog.DefaultUploadSizeLimitBytes, "http(s) --decision-log: largest upload, uncompressed JSON, in bytes (OPA's upload_size_limit_bytes)")
+	fs.DurationVar(&dl.Timeout, "decision-log-timeout", serve.DefaultDecisionLogTimeout, "http(s) --decision-log: timeout of each upload")
+	fs.IntVar(&dl.MaxRetries, "decision-log-max-retries", decisionlog.DefaultMaxRetries, "http(s) --decision-log: retries of a failed upload, with backoff, before its events are dropped and counted (0: none)")
+	fs.StringVar(&dl.CACertFile, "decision-log-ca-cert", "", "https --decision-log: PEM file of the CAs the service's certificate must chain to (default: the system's roots)")
+	fs.StringVar(&dl.BearerTokenFile, "decision-log-bearer-token-file", "", "http(s) --decision-log: send the token in this file (read at every upload) as Authorization: Bearer")
+	fs.BoolVar(&dl.Insecure, "decision-log-insecure", false, "allow --decision-log-bearer-token-file with an http:// --decision-log (refused by default: anyone on the path could read the token)")
 	fs.BoolVar(&f.opts.Profiling, "profiling", false, "serve Go pprof profiles under /debug/pprof/ on --listen")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
@@ -124,6 +138,7 @@ func newServeCommand(run serveFunc) *cobra.Command {
 	enumFlag(cmd, "log-format", "text", "json")
 	enumFlag(cmd, "soft-rules", "filter", "prioritize")
 	enumFlag(cmd, "repair", string(repair.Off), string(repair.Plan), string(repair.On))
+	enumFlag(cmd, "decision-log-mask-mode", string(decisionlog.MaskDrop), string(decisionlog.MaskReplace))
 	return cmd
 }
 

@@ -84,6 +84,20 @@ func TestServeFlagsReachOptions(t *testing.T) {
 		{nil, func(o serve.Options) any { return o.SoftInFilter }, true},
 		{[]string{"--kube-api-background-qps=3", "--kube-api-background-burst=6"},
 			func(o serve.Options) any { return []any{o.BackgroundQPS, o.BackgroundBurst} }, []any{float32(3), 6}},
+		// Decision logs are off by default, and log every decision once on.
+		{nil, func(o serve.Options) any { return o.DecisionLog }, serve.DecisionLogOptions{
+			SampleRate: 1, MaskMode: "drop", BufferEvents: 10000, FlushInterval: 5 * time.Second,
+			UploadLimitBytes: 32768, Timeout: 10 * time.Second, MaxRetries: 5,
+		}},
+		{[]string{"--decision-log=https://logs.example:8443/v1", "--decision-log-sample=0.25", "--decision-log-mask-labels=team,owner",
+			"--decision-log-mask-mode=replace", "--decision-log-buffer-size=500", "--decision-log-flush-interval=1s",
+			"--decision-log-upload-limit-bytes=65536", "--decision-log-timeout=3s", "--decision-log-max-retries=0",
+			"--decision-log-ca-cert=/etc/ca.pem", "--decision-log-bearer-token-file=/etc/token", "--decision-log-insecure"},
+			func(o serve.Options) any { return o.DecisionLog }, serve.DecisionLogOptions{
+				Target: "https://logs.example:8443/v1", SampleRate: 0.25, MaskLabels: []string{"team", "owner"}, MaskMode: "replace",
+				BufferEvents: 500, FlushInterval: time.Second, UploadLimitBytes: 65536, Timeout: 3 * time.Second,
+				CACertFile: "/etc/ca.pem", BearerTokenFile: "/etc/token", Insecure: true,
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

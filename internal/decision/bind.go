@@ -41,6 +41,17 @@ const maxPolicyChanges = 3
 // pod back in its queue). An accepted placement is recorded before the API
 // binding is even sent, so the next peer's decision sees it at once.
 func (d *Decider) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) error {
+	if d.opts.DecisionLog == nil {
+		return d.bind(ctx, args, nil)
+	}
+	rec := &bindRecord{start: time.Now()}
+	err := d.bind(ctx, args, rec)
+	d.logBind(rec, args, err)
+	return err
+}
+
+// bind is Bind; rec, when not nil, gathers what the decision log says of it.
+func (d *Decider) bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs, rec *bindRecord) error {
 	name := args.PodNamespace + "/" + args.PodName
 	if d.opts.SchedulerName == "" {
 		d.binds.WithLabelValues("refused").Inc()
@@ -52,7 +63,7 @@ func (d *Decider) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs
 	}
 	ectx, cancel := d.evalContext(ctx)
 	defer cancel()
-	placed, err := d.judgeBind(ectx, args)
+	placed, err := d.judgeBind(ectx, args, rec)
 	if err != nil {
 		if errors.Is(err, errBoundAlready) {
 			return nil
@@ -74,11 +85,14 @@ func (d *Decider) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs
 
 // judgeBind is Bind's decision, with ctx bounding the policy's evaluations:
 // the placement recorded, or why not (errBoundAlready: nothing to do).
-func (d *Decider) judgeBind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) (*placement.Pod, error) {
+func (d *Decider) judgeBind(ctx context.Context, args *extenderv1.ExtenderBindingArgs, rec *bindRecord) (*placement.Pod, error) {
 	for attempt := 1; ; attempt++ {
 		pol := d.policies.Load()
 		if pol == nil {
 			return nil, ErrNoPolicy
+		}
+		if rec != nil {
+			rec.policy = pol
 		}
 		pod, keys, err := d.bindSubject(ctx, pol, args)
 		if errors.Is(err, errBoundAlready) {
@@ -93,7 +107,7 @@ func (d *Decider) judgeBind(ctx context.Context, args *extenderv1.ExtenderBindin
 			d.binds.WithLabelValues("error").Inc()
 			return nil, err
 		}
-		placed, err := d.commit(ctx, pol, pod, keys, args)
+		placed, err := d.commit(ctx, pol, pod, keys, args, rec)
 		if errors.Is(err, errPolicyChanged) {
 			if attempt < maxPolicyChanges {
 				continue // judged again, under the policy now active
@@ -164,7 +178,7 @@ func definitive(err error) bool {
 // and it sits on the scheduler's serial cycle. Should the binding fail, Bind
 // takes the placement back; a peer decided in the meantime was only held to
 // a stricter view than necessary, never a laxer one.
-func (d *Decider) commit(ctx context.Context, pol *policy.Policy, pod *placement.Pod, keys []string, args *extenderv1.ExtenderBindingArgs) (*placement.Pod, error) {
+func (d *Decider) commit(ctx context.Context, pol *policy.Policy, pod *placement.Pod, keys []string, args *extenderv1.ExtenderBindingArgs, rec *bindRecord) (*placement.Pod, error) {
 	// The recorded placement is the pod as its peers will read it: on its
 	// node, with its marks (filter described it as the pending pod, with what
 	// it avoids). Worked out before taking the locks.
@@ -186,6 +200,9 @@ func (d *Decider) commit(ctx context.Context, pol *policy.Policy, pod *placement
 		// A refusal at bind is no preemption candidate: the scheduler
 		// chose the node already.
 		d.judge.Denied(s, args.Node, here, false, "bind")
+		if rec != nil {
+			rec.denied = judge.DecisionLogDenials(nil, s, here)
+		}
 		d.binds.WithLabelValues("refused").Inc()
 		return nil, fmt.Errorf("%w: binding %s to %s would break a rule: %s", ErrRefused, pod.Key(), args.Node, judge.Reasons(here))
 	}

@@ -22,6 +22,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/claims"
+	"github.com/regosched/regosched/internal/decisionlog"
 	"github.com/regosched/regosched/internal/judge"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
@@ -115,6 +116,17 @@ type Options struct {
 	// peers, to judge again under a policy that is never enforced; nil
 	// (the default) judges nothing twice.
 	Shadow shadow.Offerer
+	// DecisionLog, if set, is given an event for every filter,
+	// prioritize, preempt and bind decision (see decisionlog.go); nil (the
+	// default) builds none and reads no clock for it.
+	DecisionLog DecisionLog
+}
+
+// DecisionLog takes decision log events (implemented by
+// decisionlog.Logger). Enqueue must not block: it is called on the verb's
+// goroutine, before the answer is written.
+type DecisionLog interface {
+	Enqueue(decisionlog.Event) bool
 }
 
 // Defaults of Options.
@@ -244,6 +256,9 @@ type subject struct {
 	*judge.Subject
 	// verified is isPendingPod's answer, once asked.
 	verified verification
+	// denied are the last judgement's denials, collected only for the
+	// decision log.
+	denied []decisionlog.Denial
 }
 
 // verification says whether a request's pod was found to be a pending pod

@@ -2,6 +2,7 @@ package decision
 
 import (
 	"context"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,28 +80,37 @@ func (v *Verdict) answer(args *extenderv1.ExtenderArgs, names func([]string, []i
 // it has a lower priority than the pod (preemption may help), otherwise as
 // FailedAndUnresolvableNodes. args is only read.
 func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*Verdict, error) {
+	var start time.Time
+	if d.opts.DecisionLog != nil {
+		start = time.Now()
+	}
 	ectx, cancel := d.evalContext(ctx)
 	defer cancel()
-	v, err := d.filterPod(ctx, ectx, args)
-	return v, d.evalError(ectx, args.Pod, err)
+	v, s, err := d.filterPod(ctx, ectx, args)
+	err = d.evalError(ectx, args.Pod, err)
+	if d.opts.DecisionLog != nil {
+		d.logFilter(start, args, s, v, err)
+	}
+	return v, err
 }
 
 // filterPod is Filter, with ectx bounding the policy's evaluations and ctx
-// the API reads.
-func (d *Decider) filterPod(ctx, ectx context.Context, args *extenderv1.ExtenderArgs) (*Verdict, error) {
+// the API reads; it returns the subject too (nil if none was made), for
+// the decision log.
+func (d *Decider) filterPod(ctx, ectx context.Context, args *extenderv1.ExtenderArgs) (*Verdict, *subject, error) {
 	s, err := d.lookup(ectx, args.Pod, true)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	result, kept, penalties, err := d.filter(ectx, s, args)
 	if err != nil {
-		return nil, err
+		return nil, s, err
 	}
 	// Peers are re-read only for a pod the API server has as the profile's
 	// pending pod: a forged call must not spend the reads binds need.
 	if len(kept) == 0 && d.isPendingPod(ctx, s) && d.refreshPeers(ctx, s, result) {
 		if result, kept, penalties, err = d.filter(ectx, s, args); err != nil {
-			return nil, err
+			return nil, s, err
 		}
 	}
 	if d.opts.Shadow != nil && len(s.Peers) > 0 {
@@ -120,7 +130,7 @@ func (d *Decider) filterPod(ctx, ectx context.Context, args *extenderv1.Extender
 		// verb an API read of the pod.
 		d.placements.Reserve(s.Pod, s.Keys, d.opts.InFlightTTL, s.Policy.Origin())
 	}
-	return &Verdict{failed: result, kept: kept}, nil
+	return &Verdict{failed: result, kept: kept}, s, nil
 }
 
 // FilterAnswer is Filter's verdict as the extender's answer (Answer).
@@ -195,6 +205,7 @@ func (d *Decider) refreshPeers(ctx context.Context, s *subject, r *extenderv1.Ex
 func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.ExtenderArgs) (*extenderv1.ExtenderFilterResult, []int, []policy.Penalty, error) {
 	names := candidateNames(args)
 	all := compactRuns([]int{0, len(names)})
+	s.denied = s.denied[:0] // a second judgement replaces the first's
 	if len(s.Peers) == 0 {
 		d.scores.put(s.Pod.UID, s.Policy, nil) // nothing to prefer: prioritize need not look
 		return &extenderv1.ExtenderFilterResult{}, all, nil, nil
@@ -230,6 +241,9 @@ func (d *Decider) filter(ctx context.Context, s *subject, args *extenderv1.Exten
 		start = i + 1
 		resolvable := v.Preemptible(name, nil)
 		d.judge.Denied(s.Subject, name, cs, resolvable, "filter")
+		if d.opts.DecisionLog != nil {
+			s.denied = judge.DecisionLogDenials(s.denied, s.Subject, cs)
+		}
 		reason := judge.Reasons(cs)
 		if resolvable {
 			result.FailedNodes[name] = reason

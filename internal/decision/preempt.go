@@ -3,6 +3,7 @@ package decision
 import (
 	"context"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
@@ -17,24 +18,33 @@ import (
 // master). The answer is always NodeNameToMetaVictims, as the scheduler
 // expects from every extender.
 func (d *Decider) Preempt(ctx context.Context, args *extenderv1.ExtenderPreemptionArgs) (*extenderv1.ExtenderPreemptionResult, error) {
+	var start time.Time
+	if d.opts.DecisionLog != nil {
+		start = time.Now()
+	}
 	ctx, cancel := d.evalContext(ctx)
 	defer cancel()
-	res, err := d.preempt(ctx, args)
-	return res, d.evalError(ctx, args.Pod, err)
+	res, s, err := d.preempt(ctx, args)
+	err = d.evalError(ctx, args.Pod, err)
+	if d.opts.DecisionLog != nil {
+		d.logPreempt(start, args, s, res, err)
+	}
+	return res, err
 }
 
-// preempt is Preempt, with ctx bounding the policy's evaluations.
-func (d *Decider) preempt(ctx context.Context, args *extenderv1.ExtenderPreemptionArgs) (*extenderv1.ExtenderPreemptionResult, error) {
+// preempt is Preempt, with ctx bounding the policy's evaluations; it
+// returns the subject too (nil if none was made), for the decision log.
+func (d *Decider) preempt(ctx context.Context, args *extenderv1.ExtenderPreemptionArgs) (*extenderv1.ExtenderPreemptionResult, *subject, error) {
 	s, err := d.lookup(ctx, args.Pod, false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	v, err := d.judge.Conflicts(ctx, s.Subject)
 	if err != nil {
-		return nil, err
+		return nil, s, err
 	}
 	if err := d.judge.WeighPreemption(ctx, v); err != nil {
-		return nil, err
+		return nil, s, err
 	}
 	result := &extenderv1.ExtenderPreemptionResult{NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{}}
 	for node, victims := range candidates(args) {
@@ -52,7 +62,7 @@ func (d *Decider) preempt(ctx context.Context, args *extenderv1.ExtenderPreempti
 		for _, uid := range uids {
 			p, err := d.judge.Protected(ctx, s.Subject, uid)
 			if err != nil {
-				return nil, err
+				return nil, s, err
 			}
 			if p {
 				ok = false
@@ -68,7 +78,7 @@ func (d *Decider) preempt(ctx context.Context, args *extenderv1.ExtenderPreempti
 		}
 		result.NodeNameToMetaVictims[node] = mv
 	}
-	return result, nil
+	return result, s, nil
 }
 
 type victimList struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"iter"
 	"sync"
+	"time"
 
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
@@ -17,13 +18,23 @@ import (
 // candidates' order, without the nodes that score 0 (kube-scheduler scores a
 // missing node 0); a pod with no peers gets none: no preference. The
 // sequence reads args' candidates, and may be ranged over once.
+//
+// With a decision log, the event is given when the sequence has been
+// ranged over (at once when there are no scores), with the scores of the
+// candidates that score below the maximum.
 func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (iter.Seq2[string, int64], error) {
-	penalties, err := d.penalties(ctx, args)
+	var rec *scoreRecord
+	if d.opts.DecisionLog != nil {
+		rec = &scoreRecord{start: time.Now()}
+	}
+	penalties, pol, err := d.penalties(ctx, args)
 	if err != nil {
+		rec.log(d, args, pol, err)
 		return nil, err
 	}
 	table, ok := judge.NewTable(penalties)
 	if !ok {
+		rec.log(d, args, pol, nil)
 		return noScores, nil
 	}
 	names := candidateNames(args)
@@ -38,15 +49,19 @@ func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs)
 	}
 	if highest == 0 {
 		d.totals.put(totals)
+		rec.log(d, args, pol, nil)
 		return noScores, nil
 	}
 	return func(yield func(string, int64) bool) {
 		if totals == nil {
 			return // ranged over already
 		}
-		defer func() { d.totals.put(totals); totals = nil }()
+		defer func() { d.totals.put(totals); totals = nil; rec.log(d, args, pol, nil) }()
 		for i, name := range names {
 			score := judge.Score(totals[i], highest, extenderv1.MaxExtenderPriority)
+			if rec != nil && score < extenderv1.MaxExtenderPriority {
+				rec.add(name, score)
+			}
 			if score > 0 && !yield(name, score) {
 				return
 			}
@@ -73,18 +88,18 @@ func (d *Decider) PrioritizeList(ctx context.Context, args *extenderv1.ExtenderA
 // penalties are those filter computed for this pod just before, or else
 // (no filter call kept them: another extender filtered, or they expired)
 // evaluated now.
-func (d *Decider) penalties(ctx context.Context, args *extenderv1.ExtenderArgs) ([]policy.Penalty, error) {
+func (d *Decider) penalties(ctx context.Context, args *extenderv1.ExtenderArgs) ([]policy.Penalty, *policy.Policy, error) {
 	pol := d.policies.Load()
 	if pol == nil {
-		return nil, ErrNoPolicy
+		return nil, nil, ErrNoPolicy
 	}
 	if p, ok := d.scores.take(args.Pod.UID, pol); ok {
-		return p, nil
+		return p, pol, nil
 	}
 	ectx, cancel := d.evalContext(ctx)
 	defer cancel()
 	p, err := d.penaltiesNow(ectx, args)
-	return p, d.evalError(ectx, args.Pod, err)
+	return p, pol, d.evalError(ectx, args.Pod, err)
 }
 
 // penaltiesNow evaluates the pod's penalties.

@@ -39,15 +39,44 @@ type Denial struct {
 	Peer string `json:"peer,omitempty"`
 }
 
+// Outcomes of the verbs: how a decision ended, in result.outcome.
+const (
+	// OutcomeFeasible: filter kept at least one candidate, or preempt kept
+	// at least one preemption candidate.
+	OutcomeFeasible = "feasible"
+	// OutcomeUnschedulable: filter kept no candidate, or preempt kept none.
+	OutcomeUnschedulable = "unschedulable"
+	// OutcomeScored: prioritize preferred some candidates to others.
+	OutcomeScored = "scored"
+	// OutcomeNoPreference: prioritize scored no candidate (no peers, or no
+	// soft rule told the candidates apart).
+	OutcomeNoPreference = "no_preference"
+	// OutcomeBound: bind bound the pod (or found it bound there already).
+	OutcomeBound = "bound"
+	// OutcomeRefused: bind refused, because a hard rule would break or the
+	// pod or node is not regosched's to bind.
+	OutcomeRefused = "refused"
+	// OutcomeError: the verb failed; Error says why.
+	OutcomeError = "error"
+)
+
+// MaxListed bounds each list an event carries (candidate nodes, denials,
+// scores, victims): an event must stay far below the upload size limit
+// (OPA's default is 32 KiB), and a 5,000-node filter call must cost the
+// verb no more to log than a 10-node one. What is cut is named in
+// Event.Truncated; NodeCount keeps the number of candidates.
+const MaxListed = 100
+
 // Victim is a node preempt offered and the pods that would be evicted there.
 type Victim struct {
 	Node string   `json:"node"`
 	Pods []string `json:"pods,omitempty"`
 }
 
-// Event is one decision. Enqueue does not copy its maps and slices: they are
-// read later on the logger's goroutine, so the caller must not change them
-// after Enqueue (informer objects and freshly built verdicts never are).
+// Event is one decision. Enqueue copies what it keeps (lists cut to
+// MaxListed, every string into one block of its own), so the caller may
+// reuse its slices and maps as soon as Enqueue returns, and a kept event
+// pins no request's memory while it waits in the buffer.
 type Event struct {
 	// DecisionID is filled in by the logger when empty.
 	DecisionID string
@@ -55,8 +84,12 @@ type Event struct {
 	Timestamp time.Time
 	Verb      Verb
 	Pod       Pod
-	// Nodes are the candidate nodes the verb was asked about.
+	// Nodes are the candidate nodes the verb was asked about: the first
+	// MaxListed of them.
 	Nodes []string
+	// NodeCount is how many candidates there were; Enqueue sets it to
+	// len(Nodes) when zero.
+	NodeCount int
 	// Bundles maps each policy bundle's name to its revision.
 	Bundles map[string]string
 	Denied  []Denial
@@ -70,6 +103,10 @@ type Event struct {
 	Error string
 	// Duration is how long the decision took; it becomes metrics.timer_regosched_decision_ns.
 	Duration time.Duration
+	// Truncated lists, as JSON pointers ("/input/nodes", "/result/scores"),
+	// the lists cut to MaxListed: by the caller, which may stop collecting
+	// there, or by Enqueue.
+	Truncated []string
 }
 
 // MetricDecisionNS is the metrics key of Event.Duration, named like OPA's
@@ -87,6 +124,7 @@ type wireEvent struct {
 	Result     wireResult            `json:"result"`
 	Erased     []string              `json:"erased,omitempty"`
 	Masked     []string              `json:"masked,omitempty"`
+	Truncated  []string              `json:"truncated,omitempty"`
 	Timestamp  time.Time             `json:"timestamp"`
 	Metrics    map[string]any        `json:"metrics,omitempty"`
 }
@@ -96,8 +134,9 @@ type bundleInfo struct {
 }
 
 type wireInput struct {
-	Pod   Pod      `json:"pod"`
-	Nodes []string `json:"nodes,omitempty"`
+	Pod       Pod      `json:"pod"`
+	Nodes     []string `json:"nodes,omitempty"`
+	NodeCount int      `json:"node_count,omitempty"`
 }
 
 type wireResult struct {
@@ -139,6 +178,9 @@ func (e *Event) approxSize() int {
 			n += len(p) + 3
 		}
 	}
+	for _, t := range e.Truncated {
+		n += len(t) + 3
+	}
 	return n
 }
 
@@ -146,4 +188,145 @@ func (e *Event) approxSize() int {
 // OPA's erased and masked paths are JSON pointers.
 func pointerEscape(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// Pointers of the lists Enqueue may cut, in Event.Truncated.
+const (
+	TruncatedNodes   = "/input/nodes"
+	TruncatedDenied  = "/result/denied"
+	TruncatedScores  = "/result/scores"
+	TruncatedVictims = "/result/victims"
+)
+
+// detach cuts e's lists to MaxListed and copies e's slices, maps and
+// strings, the strings into one block: the caller's may be reused once
+// Enqueue returns (a request's candidate list is), and a string of the
+// caller's may share memory with a whole request body (the extender's
+// decoder packs a request's strings together), which an event waiting in
+// a full buffer behind a stalled sink must not hold.
+func (e *Event) detach() {
+	if e.NodeCount == 0 {
+		e.NodeCount = len(e.Nodes)
+	}
+	var cut []string
+	if len(e.Nodes) > MaxListed {
+		e.Nodes, cut = e.Nodes[:MaxListed], append(cut, TruncatedNodes)
+	}
+	if len(e.Denied) > MaxListed {
+		e.Denied, cut = e.Denied[:MaxListed], append(cut, TruncatedDenied)
+	}
+	if len(e.Victims) > MaxListed {
+		e.Victims, cut = e.Victims[:MaxListed], append(cut, TruncatedVictims)
+	}
+	scores := len(e.Scores)
+	if scores > MaxListed {
+		scores, cut = MaxListed, append(cut, TruncatedScores)
+	}
+
+	var a arena
+	a.b.Grow(e.stringBytes(scores))
+	e.DecisionID = a.clone(e.DecisionID)
+	e.Pod.Namespace, e.Pod.Name, e.Pod.UID = a.clone(e.Pod.Namespace), a.clone(e.Pod.Name), a.clone(e.Pod.UID)
+	e.Pod.Labels = a.cloneMap(e.Pod.Labels)
+	e.Bundles = a.cloneMap(e.Bundles)
+	e.Node, e.Outcome, e.Error = a.clone(e.Node), a.clone(e.Outcome), a.clone(e.Error)
+	if e.Nodes != nil {
+		nodes := make([]string, len(e.Nodes))
+		for i, n := range e.Nodes {
+			nodes[i] = a.clone(n)
+		}
+		e.Nodes = nodes
+	}
+	if e.Denied != nil {
+		denied := make([]Denial, len(e.Denied))
+		for i, d := range e.Denied {
+			denied[i] = Denial{Node: a.clone(d.Node), Rule: a.clone(d.Rule), Peer: a.clone(d.Peer)}
+		}
+		e.Denied = denied
+	}
+	if e.Scores != nil {
+		out := make(map[string]int64, scores)
+		for k, v := range e.Scores {
+			if len(out) == scores {
+				break
+			}
+			out[a.clone(k)] = v
+		}
+		e.Scores = out
+	}
+	if e.Victims != nil {
+		victims := make([]Victim, len(e.Victims))
+		for i, v := range e.Victims {
+			victims[i].Node = a.clone(v.Node)
+			if v.Pods != nil {
+				victims[i].Pods = make([]string, len(v.Pods))
+				for j, p := range v.Pods {
+					victims[i].Pods[j] = a.clone(p)
+				}
+			}
+		}
+		e.Victims = victims
+	}
+	if len(e.Truncated) > 0 || len(cut) > 0 {
+		// The pointers are constants (the caller's too): no clone needed.
+		e.Truncated = append(append([]string(nil), e.Truncated...), cut...)
+	}
+}
+
+// stringBytes is the length of every string detach copies, with scores
+// entries of Scores.
+func (e *Event) stringBytes(scores int) int {
+	n := len(e.DecisionID) + len(e.Pod.Namespace) + len(e.Pod.Name) + len(e.Pod.UID) +
+		len(e.Node) + len(e.Outcome) + len(e.Error)
+	for k, v := range e.Pod.Labels {
+		n += len(k) + len(v)
+	}
+	for k, v := range e.Bundles {
+		n += len(k) + len(v)
+	}
+	for _, s := range e.Nodes {
+		n += len(s)
+	}
+	for _, d := range e.Denied {
+		n += len(d.Node) + len(d.Rule) + len(d.Peer)
+	}
+	seen := 0
+	for k := range e.Scores {
+		if seen == scores {
+			break
+		}
+		n += len(k)
+		seen++
+	}
+	for _, v := range e.Victims {
+		n += len(v.Node)
+		for _, p := range v.Pods {
+			n += len(p)
+		}
+	}
+	return n
+}
+
+// arena copies strings into one block: a strings.Builder grown once
+// hands out substrings of its buffer, which later writes never change.
+type arena struct{ b strings.Builder }
+
+func (a *arena) clone(s string) string {
+	if s == "" {
+		return ""
+	}
+	off := a.b.Len()
+	a.b.WriteString(s)
+	return a.b.String()[off:]
+}
+
+func (a *arena) cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[a.clone(k)] = a.clone(v)
+	}
+	return out
 }

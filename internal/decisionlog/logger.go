@@ -162,8 +162,9 @@ func New(cfg Config) (*Logger, error) {
 	return l, nil
 }
 
-// Enqueue buffers e if sampling keeps it, and drops it (counted) when the
-// buffer is full; it never blocks on the sink. It reports whether e was kept.
+// Enqueue buffers a copy of e (lists cut to MaxListed) if sampling keeps
+// it, and drops it (counted) when the buffer is full; it never blocks on
+// the sink. It reports whether e was kept.
 func (l *Logger) Enqueue(e Event) bool {
 	if !l.sampled() {
 		return false
@@ -171,6 +172,9 @@ func (l *Logger) Enqueue(e Event) bool {
 	if e.Timestamp.IsZero() {
 		e.Timestamp = l.cfg.Now()
 	}
+	// Copied before the buffer's checks, off the lock: a drop wastes the
+	// copy, but the lock is held for the append alone.
+	e.detach()
 	size := e.approxSize()
 	l.mu.Lock()
 	switch {
@@ -340,7 +344,8 @@ func (l *Logger) encode(e *Event, seq uint64) ([]byte, error) {
 				UID:       e.Pod.UID,
 				Labels:    labels,
 			},
-			Nodes: e.Nodes,
+			Nodes:     e.Nodes,
+			NodeCount: e.NodeCount,
 		},
 		Result: wireResult{
 			Outcome: e.Outcome,
@@ -352,6 +357,7 @@ func (l *Logger) encode(e *Event, seq uint64) ([]byte, error) {
 		},
 		Erased:    erased,
 		Masked:    masked,
+		Truncated: e.Truncated,
 		Timestamp: e.Timestamp.UTC(),
 	}
 	if w.DecisionID == "" {

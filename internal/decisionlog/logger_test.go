@@ -86,7 +86,7 @@ func TestEventJSON(t *testing.T) {
 			"decision_id": "d-1",
 			"bundles":     map[string]any{"regosched": map[string]any{"revision": "rev-7"}},
 			"path":        path,
-			"input":       map[string]any{"pod": wantPod, "nodes": []any{"n1", "n2"}},
+			"input":       map[string]any{"pod": wantPod, "nodes": []any{"n1", "n2"}, "node_count": float64(2)},
 			"result":      result,
 			"timestamp":   "2026-12-07T05:00:00.000000123Z",
 			"metrics":     map[string]any{MetricDecisionNS: float64(1500)},

@@ -19,6 +19,7 @@ import (
 	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/certroll"
 	"github.com/regosched/regosched/internal/decision"
+	"github.com/regosched/regosched/internal/decisionlog"
 	"github.com/regosched/regosched/internal/extender"
 	"github.com/regosched/regosched/internal/kubeclient"
 	"github.com/regosched/regosched/internal/leader"
@@ -45,6 +46,7 @@ type server struct {
 	audit           *audit.Auditor         // nil without an audit interval
 	certRoll        *certroll.Config       // nil without --scheduler-client-secret
 	shadow          *shadowPolicy          // nil without --shadow-policy
+	decisionLog     *decisionlog.Logger    // nil without --decision-log
 	stopAudit       func()
 	// auditTrigger asks the audit for a pass when a bound pod is relabelled
 	// (a role moved at failover can break a rule where it stands).
@@ -60,7 +62,7 @@ const NoVerbs = "this regosched serves no scheduler verbs (--verbs=false): regos
 
 // build loads the first policy and makes every part, listening already but
 // running nothing.
-func build(ctx context.Context, opts Options) (*server, error) {
+func build(ctx context.Context, opts Options) (_ *server, err error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
@@ -101,6 +103,17 @@ func build(ctx context.Context, opts Options) (*server, error) {
 		if s.shadow, err = newShadowPolicy(ctx, opts, s.cache, reg, log); err != nil {
 			return nil, err
 		}
+	}
+	if opts.DecisionLog.On() {
+		if s.decisionLog, err = newDecisionLog(opts, reg, log.WithField("component", "decision-log")); err != nil {
+			return nil, err
+		}
+		// Its goroutine must not outlive a build that fails after it.
+		defer func() {
+			if err != nil {
+				s.closeDecisionLog()
+			}
+		}()
 	}
 	var decider extender.Decider // nil without the verbs
 	if opts.Verbs {
@@ -153,6 +166,9 @@ func (s *server) newDecider(client kubernetes.Interface, reg prometheus.Register
 	}
 	if s.shadow != nil { // not a typed nil in the interface
 		dopts.Shadow = s.shadow.judge
+	}
+	if s.decisionLog != nil { // likewise
+		dopts.DecisionLog = s.decisionLog
 	}
 	return decision.New(s.cache, s.active, s.log.WithField("component", "decision"), reg, dopts)
 }

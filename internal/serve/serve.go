@@ -12,7 +12,8 @@
 //	serve       answer the scheduler until ctx ends, the lease is lost or
 //	            a listener fails.
 //	drain       finish the requests in flight and step down as leader;
-//	            then release the lease, and stop and join all of the above.
+//	            then release the lease, flush the decision log, and stop
+//	            and join all of the above.
 package serve
 
 import (
@@ -33,5 +34,8 @@ func Run(ctx context.Context, opts Options) error {
 	drainErr := s.drain()
 	waitServers()
 	release() // only now: another replica must not decide against binds still in flight
+	// The verbs have drained, so no event comes after this last flush;
+	// after the release, so that a stalled collector delays no failover.
+	s.closeDecisionLog()
 	return errors.Join(serveErr, drainErr, stopBackground())
 }
