@@ -108,6 +108,7 @@ func ExamplePolicy_DescribePending() {
 	// Output:
 	// keys: [redis/shop/cache]
 	// separate redis-masters: redis/shop/cache/cluster/cache/master
+	// separate redis-master-replica: redis/shop/cache/shard//replica
 	// separate redis-master-replica: redis/shop/cache/shard/0/replica
 	// spread redis-node-spread: redis/shop/cache/cluster/cache/* by kubernetes.io/hostname, weight 1
 	// spread redis-shard-zones: redis/shop/cache/shard/0/* by topology.kubernetes.io/zone, weight 2

@@ -209,6 +209,13 @@ func TestRedisNeedsFacts(t *testing.T) {
 			wantWhy: "is unknown",
 		},
 		{
+			// The policy keeps a replica of unknown shard from every master,
+			// since it may be that master's; the repair will not guess.
+			name:    "a shard not known",
+			objs:    []runtime.Object{bitnamiCluster("s-0", "master", "slot-0"), bitnamiCluster("s-1", "replica", "")},
+			wantWhy: "the shard of cache/s-1 is unknown",
+		},
+		{
 			name:    "roles not confirmed by Redis",
 			objs:    []runtime.Object{bitnamiCluster("s-0", "master", "slot-0"), bitnamiCluster("s-1", "replica", "slot-0")},
 			wantWhy: "nothing can confirm them",

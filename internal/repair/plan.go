@@ -176,6 +176,13 @@ func (p *planner) planRedis(ctx context.Context, s Step, a, b *placement.Pod) St
 	if roleA == redisroles.Replica {
 		m, r, shardM, shardR = b, a, shardB, shardA
 	}
+	if (shardM == "") != (shardR == "") {
+		unknown := m
+		if shardR == "" {
+			unknown = r
+		}
+		return none(s, "the shard of %s is unknown (label %s): regosched acts on known shards only", unknown.Key(), p.live.Shard)
+	}
 	if shardM != shardR {
 		return none(s, "replica %s serves another shard (%q) than master %s (%q): no repair of regosched's own", r.Key(), shardR, m.Key(), shardM)
 	}

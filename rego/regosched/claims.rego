@@ -28,18 +28,43 @@ marks[concat("/", [prefix, scope, m[scope], role])] := concat("", [
 	shard_part(scope, m.shard), " already on this node",
 ]) if {
 	some name, [prefix, m] in mine
-	some scope in scopes(config.workloads[name])
+	some scope in mark_scopes(config.workloads[name])
 	some role in m.roles
 }
 
-# Hard: no peer with the mark on the same node.
+# Hard: no peer with the mark on the same node. A shard is a guess until it
+# is known: see separate_marks.
 # METADATA
 # entrypoint: true
-separate contains {"mark": concat("/", [prefix, r.scope, m[r.scope], r.peer_role]), "rule": r.name} if {
+separate contains {"mark": mark, "rule": r.name} if {
 	some name, [prefix, m] in mine
 	some r in object.get(config.workloads[name], "separate", [])
 	r.role in m.roles
+	some mark in separate_marks(prefix, r, m)
 }
+
+# The marks a hard rule keeps the pod from. Within a shard, a pod whose
+# shard is unknown ("": not read yet from Redis, or a workload of one shard)
+# is kept from the peer role's pods of every shard of its cluster, and a pod
+# whose shard is known is also kept from the peer role's pods whose shard is
+# unknown: either may turn out to be the other's shard, and a guess never
+# loosens a hard rule. A workload of one shard has only "", so nothing
+# changes for it.
+separate_marks(prefix, r, m) := {concat("/", [prefix, "cluster", m.cluster, r.peer_role])} if {
+	r.scope == "shard"
+	m.shard == ""
+} else := {
+	concat("/", [prefix, "shard", m.shard, r.peer_role]),
+	concat("/", [prefix, "shard", "", r.peer_role]),
+} if {
+	r.scope == "shard"
+} else := {concat("/", [prefix, r.scope, m[r.scope], r.peer_role])}
+
+# The scopes a pod is marked in: those its entry's rules compare, and the
+# cluster wherever they compare shards, for separate_marks.
+mark_scopes(entry) := scopes(entry) | {"cluster"} if {
+	"shard" in scopes(entry)
+} else := scopes(entry)
 
 # Soft: a penalty on the node ("node_spread") or zone ("zone_apart") of each
 # peer with the mark. Weights come from the rule, else config.weights, else 1.

@@ -18,6 +18,8 @@ test_redis_master_claims if {
 	c.separate == {
 		{"mark": "redis/shop/cache/cluster/cache/master", "rule": "redis-masters"},
 		{"mark": "redis/shop/cache/shard/0/replica", "rule": "redis-master-replica"},
+		# the replicas whose shard is not known yet
+		{"mark": "redis/shop/cache/shard//replica", "rule": "redis-master-replica"},
 	}
 	c.spread == {
 		{"mark": "redis/shop/cache/cluster/cache/*", "rule": "redis-node-spread", "topology_key": "kubernetes.io/hostname", "weight": 1},
@@ -28,7 +30,16 @@ test_redis_master_claims if {
 # A replica avoids only the master of its own shard.
 test_redis_replica_separate if {
 	c := claims with input as {"pod": f.pending("cache-0-replica", f.redis_shard("cache", "replica", "0"))}
-	c.separate == {{"mark": "redis/shop/cache/shard/0/master", "rule": "redis-master-replica"}}
+	c.separate == {
+		{"mark": "redis/shop/cache/shard/0/master", "rule": "redis-master-replica"},
+		{"mark": "redis/shop/cache/shard//master", "rule": "redis-master-replica"},
+	}
+}
+
+# A replica whose shard is unknown avoids every master of its cluster.
+test_redis_replica_of_unknown_shard_separate if {
+	c := claims with input as {"pod": f.pending("cache-replica-0", f.redis("cache", "replica"))}
+	c.separate == {{"mark": "redis/shop/cache/cluster/cache/master", "rule": "redis-master-replica"}}
 }
 
 test_unrelated_pod_claims_nothing if {

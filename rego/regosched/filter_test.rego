@@ -79,11 +79,30 @@ test_redis_single_shard_without_label if {
 	got == {{"rule": "redis-master-replica", "reason": "redis: replica {pod} of cluster cache already on this node"}}
 }
 
-# A shard label on one side only means different shards.
-test_redis_shard_label_one_side_no_conflict if {
-	count(f.separates(
+# A shard label on one side only: the other pod's shard is unknown (not read
+# yet), and may be that shard. The pod of unknown shard is kept from the
+# peer role's pods of every shard, and one of known shard from those of
+# unknown shard: a guess never loosens a hard rule.
+test_redis_shard_unknown_on_one_side_conflicts if {
+	f.separates(
 		f.pending("cache-master-0", f.redis("cache", "master")),
 		f.pod("cache-0-replica-0", "shop", "u1", "node-1", f.redis_shard("cache", "replica", "0")),
+	) == {{"rule": "redis-master-replica", "reason": "redis: replica {pod} of cluster cache already on this node"}}
+	f.separates(
+		f.pending("cache-0-master", f.redis_shard("cache", "master", "0")),
+		f.pod("cache-replica-0", "shop", "u1", "node-1", f.redis("cache", "replica")),
+	) == {{"rule": "redis-master-replica", "reason": "redis: replica {pod} of cluster cache already on this node"}}
+	f.separates(
+		f.pending("cache-replica-1", f.redis("cache", "replica")),
+		f.pod("cache-1-master", "shop", "u1", "node-1", f.redis_shard("cache", "master", "1")),
+	) == {{"rule": "redis-master-replica", "reason": master_reason}}
+}
+
+# Known shards that differ still part: the rule stays within a shard.
+test_redis_known_shards_differ_no_conflict if {
+	count(f.separates(
+		f.pending("cache-0-replica-0", f.redis_shard("cache", "replica", "0")),
+		f.pod("cache-1-master", "shop", "u1", "node-1", f.redis_shard("cache", "master", "1")),
 	)) == 0
 }
 
