@@ -329,6 +329,9 @@ never sync: docs/compatibility.md). */}}
 {{- if ne .Values.softRules "filter" }}
 {{- fail (printf "softRules=%s: mode plugin has no extender verbs; the Regosched plugin scores the soft rules itself, weighed by plugin.weight: unset softRules" .Values.softRules) }}
 {{- end }}
+{{- if .Values.decisionLog.target }}
+{{- fail "decisionLog.target: mode plugin has no extender verbs, so the companion makes no decision to log, and regosched-scheduler does not log decisions yet (docs/decision-logs.md): unset decisionLog.target" }}
+{{- end }}
 {{- $ext := .Values.scheduler.extender }}
 {{- if or (ne (int $ext.weight) 5) (ne (toString $ext.httpTimeout) "5s") $ext.ignorable }}
 {{- fail "scheduler.extender: mode plugin has no extender entry; set plugin.weight for the Regosched plugin's Score weight and leave scheduler.extender at its defaults (weight 5, httpTimeout 5s, ignorable false): the plugin cannot fail open, its rules run in the scheduler's process" }}
