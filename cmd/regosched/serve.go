@@ -159,6 +159,14 @@ func (f *serveFlags) options(stderr io.Writer) (serve.Options, *logrus.Logger, e
 	default:
 		return serve.Options{}, nil, usageErrorf("--soft-rules: want prioritize or filter, got %q", f.softRules)
 	}
+	// serve checks these too, for callers of serve.Run; here they are usage
+	// errors, as any value a flag does not take.
+	switch dl := opts.DecisionLog; {
+	case dl.MaskMode != string(decisionlog.MaskDrop) && dl.MaskMode != string(decisionlog.MaskReplace):
+		return serve.Options{}, nil, usageErrorf("--decision-log-mask-mode: want %s or %s, got %q", decisionlog.MaskDrop, decisionlog.MaskReplace, dl.MaskMode)
+	case dl.SampleRate < 0 || dl.SampleRate > 1:
+		return serve.Options{}, nil, usageErrorf("--decision-log-sample: want a share between 0 and 1, got %v", dl.SampleRate)
+	}
 	logger, err := newLogger(stderr, f.logLevel)
 	if err != nil {
 		return serve.Options{}, nil, err

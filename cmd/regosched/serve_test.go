@@ -27,6 +27,8 @@ func TestServeRefusesFlagValues(t *testing.T) {
 		{[]string{"--log-level=loud"}, `--log-level: not a valid logrus Level: "loud"`},
 		{[]string{"--policy-poll=often"}, `invalid argument "often" for "--policy-poll" flag`},
 		{[]string{"extra"}, `serve takes no arguments, got ["extra"]`},
+		{[]string{"--decision-log-mask-mode=hash"}, `--decision-log-mask-mode: want drop or replace, got "hash"`},
+		{[]string{"--decision-log-sample=1.5"}, "--decision-log-sample: want a share between 0 and 1, got 1.5"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -47,7 +47,8 @@ func BenchmarkDecisionLog(b *testing.B) {
 		}},
 		{"prioritize", func(d *Decider, args *extenderv1.ExtenderArgs) error {
 			scores, err := d.Prioritize(context.Background(), args)
-			for range scores { //nolint:revive // ranged over as the handler does, which gives the event
+			// Ranged over as the handler does: the event is given at its end.
+			for range scores {
 			}
 			return err
 		}},
