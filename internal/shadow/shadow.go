@@ -7,7 +7,9 @@
 // rather than delay the verb that offered it.
 //
 // The front ends call it through Offer with a plain Request, so the
-// extender's internal/decision and, later, the framework plugin share it.
+// extender's internal/decision and regosched-scheduler's framework plugin
+// share it; both open the bundle with Open. The verdict is the one
+// judge's (judge.Beside, judge.Evaluate, judge.ScoreNodes).
 package shadow
 
 import (
@@ -208,7 +210,10 @@ func (s *Shadow) judge(ctx context.Context, r *Request) {
 // policies' penalties (best first, ties by name), and logs the first node
 // where the orders part.
 func (s *Shadow) compareScores(r *Request, denied map[string]string, penalties []policy.Penalty) {
-	if len(r.Penalties) == 0 && len(penalties) == 0 {
+	if slices.Equal(r.Penalties, penalties) {
+		// The same soft rules score alike (both lists are in the policy's
+		// canonical order): a shadow that changes only hard rules, the
+		// usual case, costs no scoring of thousands of candidates.
 		return
 	}
 	var both []string

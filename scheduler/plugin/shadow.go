@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -66,17 +67,24 @@ func (c *shadowCandidates) saw(node string) {
 	c.overflow = append(c.overflow, node)
 }
 
-// offer hands the request to o, once, with the candidates noted. The
-// framework calls it after Filter's calls have returned.
+// offer hands the request to o, once, with the candidates noted; with
+// none (other filters turned every node away) there is nothing to compare.
+// The framework calls it after Filter's calls have returned.
 func (c *shadowCandidates) offer(o shadow.Offerer) {
 	if c == nil || !c.offered.CompareAndSwap(false, true) {
 		return
 	}
 	n := min(c.next.Load(), int64(len(c.slots)))
 	c.mu.Lock()
-	c.request.Nodes = append(c.slots[:n:n], c.overflow...)
+	nodes := c.slots[:n]
+	if len(c.overflow) > 0 { // PreFilter was given fewer nodes than Filter saw
+		nodes = slices.Concat(nodes, c.overflow)
+	}
+	c.request.Nodes = nodes
 	c.mu.Unlock()
-	o.Offer(c.request)
+	if len(c.request.Nodes) > 0 {
+		o.Offer(c.request)
+	}
 }
 
 // offerShadow offers the cycle's shadow request, if there is one.

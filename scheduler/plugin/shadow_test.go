@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/regosched/regosched/internal/policy/policytest"
 	"github.com/regosched/regosched/internal/shadow"
@@ -67,58 +68,73 @@ func TestShadowOffersTheCandidates(t *testing.T) {
 			want: []string{"n2 denied: n2"},
 		},
 		{
+			name: "no node reached Filter: nothing to compare", pod: replica,
+			then: []string{"PostFilter"},
+		},
+		{
 			name: "a pod without peers is not offered", pod: ls.PlainPod(ns, "web"),
 			filterOn: []string{"n1"}, then: []string{"PreScore", "Reserve", "PostFilter"},
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t)
-			o := &offers{}
-			f.pl.shadow = o
-			ctx := context.Background()
-			cs, _ := f.preFilter(t, tt.pod)
-			var wg sync.WaitGroup
-			for _, n := range tt.filterOn {
-				wg.Go(func() { f.pl.Filter(ctx, cs, tt.pod, f.nodes[n]) })
-			}
-			wg.Wait()
-			clone := cs.Clone()
-			for _, n := range tt.dryRun {
-				f.pl.Filter(ctx, clone, tt.pod, f.nodes[n])
-			}
-			for _, point := range tt.then {
-				switch point {
-				case "PreScore":
-					f.pl.PreScore(ctx, cs, tt.pod, nil)
-				case "Reserve":
-					f.pl.Reserve(ctx, cs, tt.pod, tt.filterOn[len(tt.filterOn)-1])
-				case "PostFilter":
-					if _, st := f.pl.PostFilter(ctx, cs, tt.pod, nil); st.Code() != fwk.Unschedulable {
-						t.Errorf("PostFilter = %v, want Unschedulable", st)
+		// PreFilter is given every node by the framework (a slot each for
+		// Filter's notes), or none, as in the other tests here.
+		for _, given := range []string{"every node", "no node"} {
+			t.Run(tt.name+"/PreFilter given "+given, func(t *testing.T) {
+				f := newFixture(t)
+				o := &offers{}
+				f.pl.shadow = o
+				ctx := context.Background()
+				var all []fwk.NodeInfo
+				if given == "every node" {
+					for _, n := range slices.Sorted(maps.Keys(f.nodes)) {
+						all = append(all, f.nodes[n])
 					}
 				}
-			}
-			var got []string
-			for _, r := range o.r {
-				nodes := slices.Sorted(slices.Values(r.Nodes))
-				line := ""
-				for _, n := range nodes {
-					line += n + " "
+				cs := framework.NewCycleState()
+				f.pl.PreFilter(ctx, cs, tt.pod, all)
+				var wg sync.WaitGroup
+				for _, n := range tt.filterOn {
+					wg.Go(func() { f.pl.Filter(ctx, cs, tt.pod, f.nodes[n]) })
 				}
-				line += "denied:"
-				for _, n := range slices.Sorted(maps.Keys(r.Denied)) {
-					line += " " + n
+				wg.Wait()
+				clone := cs.Clone()
+				for _, n := range tt.dryRun {
+					f.pl.Filter(ctx, clone, tt.pod, f.nodes[n])
 				}
-				if r.Verb != "filter" || r.Pod.Name != tt.pod.Name || len(r.Peers) == 0 {
-					t.Errorf("request verb %q pod %q peers %d", r.Verb, r.Pod.Name, len(r.Peers))
+				for _, point := range tt.then {
+					switch point {
+					case "PreScore":
+						f.pl.PreScore(ctx, cs, tt.pod, nil)
+					case "Reserve":
+						f.pl.Reserve(ctx, cs, tt.pod, tt.filterOn[len(tt.filterOn)-1])
+					case "PostFilter":
+						if _, st := f.pl.PostFilter(ctx, cs, tt.pod, nil); st.Code() != fwk.Unschedulable {
+							t.Errorf("PostFilter = %v, want Unschedulable", st)
+						}
+					}
 				}
-				got = append(got, line)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("requests offered (-want +got):\n%s", diff)
-			}
-		})
+				var got []string
+				for _, r := range o.r {
+					nodes := slices.Sorted(slices.Values(r.Nodes))
+					line := ""
+					for _, n := range nodes {
+						line += n + " "
+					}
+					line += "denied:"
+					for _, n := range slices.Sorted(maps.Keys(r.Denied)) {
+						line += " " + n
+					}
+					if r.Verb != "filter" || r.Pod.Name != tt.pod.Name || len(r.Peers) == 0 {
+						t.Errorf("request verb %q pod %q peers %d", r.Verb, r.Pod.Name, len(r.Peers))
+					}
+					got = append(got, line)
+				}
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("requests offered (-want +got):\n%s", diff)
+				}
+			})
+		}
 	}
 }
 

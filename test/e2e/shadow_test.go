@@ -71,7 +71,7 @@ func TestShadowRolloutCountsAndEnforcesNothing(t *testing.T) {
 	bundle := policytest.VariantFS(t, policytest.KeepClusterApart)
 	policytest.SetRevision(t, bundle, "stricter-e2e")
 	dir := policytest.WriteDir(t, bundle, t.TempDir())
-	args := append(stack.Variant().ExtenderArgs, "--shadow-policy", dir, "--log-format=json")
+	args := slices.Concat(stack.Variant().ExtenderArgs, []string{"--shadow-policy", dir, "--log-format=json"})
 	withVariant(t, ctx, ls.Variant{ExtenderArgs: args})
 	logFrom := logSize(t)
 

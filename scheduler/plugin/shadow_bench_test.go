@@ -1,0 +1,75 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/internal/policy/policytest"
+	"github.com/regosched/regosched/internal/shadow"
+)
+
+type staticPolicy struct{ p *policy.Policy }
+
+func (s staticPolicy) Load() *policy.Policy { return s.p }
+
+// BenchmarkCycleShadow is BenchmarkCycle's cycle (PreFilter, Filter on
+// every node, PreScore, Score on every node; 1,000 pods of other
+// clusters) with and without a shadow judging the same policy: off, no
+// shadow; seam, a shadow whose worker does not run, so the candidates'
+// collection, the request's copy and a dropping send alone; on, a shadow
+// with its worker, which competes for the CPUs.
+//
+//	cd scheduler && go test -run '^$' -bench BenchmarkCycleShadow -count 6 ./plugin/
+func BenchmarkCycleShadow(b *testing.B) {
+	for _, nodes := range []int{100, 5000} {
+		for _, mode := range []string{"off", "seam", "on"} {
+			b.Run(fmt.Sprintf("nodes=%d/shadow=%s", nodes, mode), func(b *testing.B) {
+				pl, infos := benchPlugin(b, nodes, 1000)
+				if mode != "off" {
+					log := logrus.New()
+					log.SetOutput(io.Discard)
+					sh, err := shadow.New(shadow.Config{
+						Policies: staticPolicy{policytest.Default(b)}, NodeLabels: pl.cache.NodeLabels,
+						Registerer: prometheus.NewRegistry(), Log: log,
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+					pl.shadow = sh
+					if mode == "on" {
+						ctx, cancel := context.WithCancel(context.Background())
+						done := make(chan struct{})
+						go func() { sh.Run(ctx); close(done) }()
+						b.Cleanup(func() { cancel(); <-done })
+					}
+				}
+				pod := redis("cache-3-master", "master", "3", 0, "")
+				ctx := context.Background()
+				for b.Loop() {
+					cs := framework.NewCycleState()
+					if _, st := pl.PreFilter(ctx, cs, pod, infos); !st.IsSuccess() {
+						b.Fatal(st)
+					}
+					for _, ni := range infos {
+						_ = pl.Filter(ctx, cs, pod, ni)
+					}
+					if st := pl.PreScore(ctx, cs, pod, nil); !st.IsSuccess() {
+						b.Fatal(st)
+					}
+					for _, ni := range infos {
+						if _, st := pl.Score(ctx, cs, pod, ni); !st.IsSuccess() {
+							b.Fatal(st)
+						}
+					}
+				}
+			})
+		}
+	}
+}
