@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/bundles"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/internal/policy/policytest"
 )
 
 type staticPolicies struct{ p *policy.Policy }
@@ -28,7 +28,7 @@ func (s staticPolicies) Load() *policy.Policy { return s.p }
 // defaultPolicy is the policy regosched ships.
 func defaultPolicy(t testing.TB) *policy.Policy {
 	t.Helper()
-	return loadFS(t, regosched.DefaultPolicy(), "default")
+	return policytest.Default(t)
 }
 
 // loadFS reads and compiles the bundle in fsys, as regosched loads it.

@@ -32,22 +32,16 @@ func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs)
 		rec.log(d, args, pol, err)
 		return nil, err
 	}
-	table, ok := judge.NewTable(penalties)
-	if !ok {
+	if len(penalties) == 0 {
 		rec.log(d, args, pol, nil)
 		return noScores, nil
 	}
 	names := candidateNames(args)
 	totals := d.totals.get(len(names))
-	var highest float64
-	for i, name := range names {
-		total := d.total(&table, args, i, name)
-		totals[i] = total
-		if total > highest { // not math.Max, whose NaN and ±0 cases cost more than the rest of the loop: weights are finite and non-negative (checked when read)
-			highest = total
-		}
-	}
-	if highest == 0 {
+	scores, ok := judge.ScoreNodes(penalties, names, func(i int, name string) map[string]string {
+		return d.nodeLabels(args, i, name)
+	}, totals)
+	if !ok {
 		d.totals.put(totals)
 		rec.log(d, args, pol, nil)
 		return noScores, nil
@@ -58,7 +52,7 @@ func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs)
 		}
 		defer func() { d.totals.put(totals); totals = nil; rec.log(d, args, pol, nil) }()
 		for i, name := range names {
-			score := judge.Score(totals[i], highest, extenderv1.MaxExtenderPriority)
+			score := scores.Score(i, extenderv1.MaxExtenderPriority)
 			if rec != nil && score < extenderv1.MaxExtenderPriority {
 				rec.add(name, score)
 			}

@@ -3,11 +3,9 @@ package decision
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,40 +17,15 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/internal/policy/policytest"
 )
 
 // switchable is the active policy, replaced as a reload does.
 type switchable struct{ p atomic.Pointer[policy.Policy] }
 
 func (s *switchable) Load() *policy.Policy { return s.p.Load() }
-
-// variantPolicy is the default policy with edit applied to its data.json.
-func variantPolicy(t *testing.T, edit func(string) string) *policy.Policy {
-	t.Helper()
-	src := regosched.DefaultPolicy()
-	mfs := fstest.MapFS{}
-	err := fs.WalkDir(src, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		raw, err := fs.ReadFile(src, p)
-		if err != nil {
-			return err
-		}
-		if strings.HasSuffix(p, "config/data.json") {
-			raw = []byte(edit(string(raw)))
-		}
-		mfs[p] = &fstest.MapFile{Data: raw}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return loadFS(t, mfs, "variant")
-}
 
 // TestBindAfterAReloadJudgesUnderTheNewPolicy: a pod passes filter under a
 // policy that does not group it, then a reload groups it with a master
@@ -62,7 +35,7 @@ func variantPolicy(t *testing.T, edit func(string) string) *policy.Policy {
 func TestBindAfterAReloadJudgesUnderTheNewPolicy(t *testing.T) {
 	ctx := context.Background()
 	// Under old, no Redis workload matches: no rule, no group.
-	old := variantPolicy(t, func(s string) string {
+	old := policytest.Variant(t, func(s string) string {
 		return strings.Replace(s, `"app.kubernetes.io/name": "redis"`, `"app.kubernetes.io/name": "not-redis"`, 1)
 	})
 	current := defaultPolicy(t)

@@ -13,19 +13,9 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/placement"
-	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/internal/policy/policytest"
 	"github.com/regosched/regosched/internal/shadow"
 )
-
-// stricter is the default policy that also keeps every two pods of a Redis
-// cluster apart: a shadow that denies more than the active policy.
-func stricter(t *testing.T) *policy.Policy {
-	t.Helper()
-	return variantPolicy(t, func(s string) string {
-		return strings.Replace(s, `"separate": [`,
-			`"separate": [{"name": "redis-all-apart", "role": "*", "peer_role": "*", "scope": "cluster"},`, 1)
-	})
-}
 
 // counterValue reads the counter name{verb} from reg.
 func counterValue(t *testing.T, reg prometheus.Gatherer, name, verb string) float64 {
@@ -87,7 +77,7 @@ func TestShadowNeverChangesTheAnswer(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			log, hook := logtest.NewNullLogger()
 			sh, err := shadow.New(shadow.Config{
-				Policies: staticPolicies{stricter(t)}, NodeLabels: func(string) (map[string]string, bool) { return nil, true },
+				Policies: staticPolicies{policytest.Variant(t, policytest.KeepClusterApart)}, NodeLabels: func(string) (map[string]string, bool) { return nil, true },
 				Registerer: reg, Log: log,
 			})
 			if err != nil {

@@ -3,7 +3,7 @@
 // regosched-scheduler's framework plugin are thin adapters over it, as
 // scheduler-plugins' coscheduling plugin sits over its framework-free
 // core. The audit and the repair judge bound pods where they stand with it
-// too.
+// too, and the shadow rollout judges a second policy with it.
 //
 // The judge works on neutral types (Pod, Conflict, Penalty, the policy
 // that decided) and knows neither the extender's wire types nor the
@@ -12,9 +12,12 @@
 //   - the conflicts by node, and whether preemption can resolve a node
 //     (verdict.go);
 //   - re-reading peers the cache may hold stale (refresh.go);
-//   - the soft rules' penalties by domain and their scores (penalties.go);
+//   - the soft rules' penalties by domain (penalties.go) and the
+//     candidates' scores (scores.go);
+//   - judging a pod under another policy beside its peers (beside.go);
 //   - the pod as its peers will read it once it is on a node (record.go);
-//   - the denial log and count (denials.go).
+//   - the denial log and count (denials.go), and decisions as decision log
+//     events (decisionlog.go).
 package judge
 
 import (
