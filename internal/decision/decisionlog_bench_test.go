@@ -13,7 +13,6 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/decisionlog"
-	"github.com/regosched/regosched/internal/placement"
 )
 
 // BenchmarkDecisionLog measures filter and prioritize with decision logs
@@ -28,15 +27,7 @@ import (
 //	go test -run '^$' -bench BenchmarkDecisionLog -count 10 ./internal/decision/ > /tmp/dl.txt
 //	go run golang.org/x/perf/cmd/benchstat@latest -col /log /tmp/dl.txt
 func BenchmarkDecisionLog(b *testing.B) {
-	var peers []*placement.Pod
-	for i := range 12 {
-		role := "replica"
-		if i%2 == 0 {
-			role = "master"
-		}
-		peers = append(peers, redis(fmt.Sprintf("cache-%d", i), role, fmt.Sprint(i/2), fmt.Sprintf("node-%d", i%4+1), 0))
-	}
-	pod := redis("cache-new", "master", "9", "", 0)
+	peers, pod := benchCluster()
 	verbs := []struct {
 		name string
 		call func(*Decider, *extenderv1.ExtenderArgs) error
@@ -55,10 +46,7 @@ func BenchmarkDecisionLog(b *testing.B) {
 	}
 	for _, verb := range verbs {
 		for _, nodes := range []int{100, 5000} {
-			candidates := make([]string, nodes)
-			for i := range candidates {
-				candidates[i] = fmt.Sprintf("node-%d", i+1)
-			}
+			candidates := benchCandidates(nodes)
 			for _, mode := range []string{"off", "seam", "on"} {
 				b.Run(fmt.Sprintf("verb=%s/nodes=%d/log=%s", verb.name, nodes, mode), func(b *testing.B) {
 					var opts Options

@@ -2,6 +2,7 @@ package decision
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"slices"
 	"testing"
@@ -142,4 +143,26 @@ func newDeciderWithPolicy(t testing.TB, pol *policy.Policy, bound []*placement.P
 func names(n ...string) *[]string {
 	c := slices.Clone(n)
 	return &c
+}
+
+// benchCluster is the benchmarks' cluster: six shards of a Redis cluster,
+// master and replica, on node-1..4, and a pending master of a seventh.
+func benchCluster() (peers []*placement.Pod, pending *placement.Pod) {
+	for i := range 12 {
+		role := "replica"
+		if i%2 == 0 {
+			role = "master"
+		}
+		peers = append(peers, redis(fmt.Sprintf("cache-%d", i), role, fmt.Sprint(i/2), fmt.Sprintf("node-%d", i%4+1), 0))
+	}
+	return peers, redis("cache-new", "master", "9", "", 0)
+}
+
+// benchCandidates are node-1..n.
+func benchCandidates(n int) []string {
+	candidates := make([]string, n)
+	for i := range candidates {
+		candidates[i] = fmt.Sprintf("node-%d", i+1)
+	}
+	return candidates
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/sirupsen/logrus"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/regosched/regosched/internal/placement"
 	"github.com/regosched/regosched/internal/shadow"
 )
 
@@ -21,20 +20,9 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkFilterShadow -count 6 ./internal/decision/
 func BenchmarkFilterShadow(b *testing.B) {
-	var peers []*placement.Pod
-	for i := range 12 {
-		role := "replica"
-		if i%2 == 0 {
-			role = "master"
-		}
-		peers = append(peers, redis(fmt.Sprintf("cache-%d", i), role, fmt.Sprint(i/2), fmt.Sprintf("node-%d", i%4+1), 0))
-	}
-	pod := redis("cache-new", "master", "9", "", 0)
+	peers, pod := benchCluster()
 	for _, nodes := range []int{100, 5000} {
-		candidates := make([]string, nodes)
-		for i := range candidates {
-			candidates[i] = fmt.Sprintf("node-%d", i+1)
-		}
+		candidates := benchCandidates(nodes)
 		// off: no shadow; seam: a shadow whose workers do not run, so the
 		// copy and a dropping send alone; on: a shadow with its workers.
 		for _, mode := range []string{"off", "seam", "on"} {
