@@ -3,7 +3,6 @@ package decisionlog
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	logtest "github.com/sirupsen/logrus/hooks/test"
+
+	"github.com/regosched/regosched/internal/decisionlog/decisionlogtest"
 )
 
 var testTime = time.Date(2026, 12, 7, 5, 0, 0, 123, time.UTC)
@@ -293,56 +293,6 @@ func TestSampling(t *testing.T) {
 	}
 }
 
-// receiver is an OPA decision log service: it un-gzips and decodes the arrays POSTed to /logs.
-type receiver struct {
-	t        *testing.T
-	mu       sync.Mutex
-	events   []map[string]any
-	requests int
-	maxBody  int
-	auth     []string
-	fail     atomic.Int32 // answer 503 to this many more requests
-}
-
-func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.URL.Path != "/logs" || req.Method != http.MethodPost {
-		r.t.Errorf("got %s %s, want POST /logs", req.Method, req.URL.Path)
-		http.NotFound(w, req)
-		return
-	}
-	if r.fail.Load() > 0 {
-		r.fail.Add(-1)
-		http.Error(w, "try later", http.StatusServiceUnavailable)
-		return
-	}
-	if ce, ct := req.Header.Get("Content-Encoding"), req.Header.Get("Content-Type"); ce != "gzip" || ct != "application/json" {
-		r.t.Errorf("Content-Encoding %q, Content-Type %q; want gzip, application/json", ce, ct)
-	}
-	zr, err := gzip.NewReader(req.Body)
-	if err != nil {
-		r.t.Errorf("gzip: %v", err)
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	raw, err := io.ReadAll(zr)
-	if err != nil {
-		r.t.Errorf("gunzip: %v", err)
-		return
-	}
-	var arr []map[string]any
-	if err := json.Unmarshal(raw, &arr); err != nil {
-		r.t.Errorf("decode array: %v", err)
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, arr...)
-	r.requests++
-	r.maxBody = max(r.maxBody, len(raw))
-	r.auth = append(r.auth, req.Header.Get("Authorization"))
-}
-
 func TestHTTPSink(t *testing.T) {
 	tests := []struct {
 		name         string
@@ -357,15 +307,13 @@ func TestHTTPSink(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rcv := &receiver{t: t}
-			rcv.fail.Store(tt.fail)
-			srv := httptest.NewServer(rcv)
-			defer srv.Close()
+			rcv, url := decisionlogtest.Start(t)
+			rcv.Fail.Store(tt.fail)
 			tok := filepath.Join(t.TempDir(), "token")
 			if err := os.WriteFile(tok, []byte("tok-1\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			sink, err := NewHTTPSink(HTTPConfig{URL: srv.URL + "/", UploadSizeLimitBytes: tt.limit,
+			sink, err := NewHTTPSink(HTTPConfig{URL: url + "/", UploadSizeLimitBytes: tt.limit,
 				MinRetryDelay: time.Millisecond, MaxRetryDelay: 5 * time.Millisecond, BearerTokenFile: tok})
 			if err != nil {
 				t.Fatal(err)
@@ -379,22 +327,25 @@ func TestHTTPSink(t *testing.T) {
 				l.Enqueue(Event{DecisionID: id, Verb: VerbFilter, Pod: Pod{Namespace: "db", Name: id}})
 			}
 			closeLogger(t, l)
-			rcv.mu.Lock()
-			defer rcv.mu.Unlock()
+			if p := rcv.Problems(); len(p) > 0 {
+				t.Errorf("the receiver refused uploads: %q", p)
+			}
 			var got []string
-			for _, e := range rcv.events {
-				got = append(got, e["decision_id"].(string))
+			for _, e := range decisionlogtest.Events[struct {
+				DecisionID string `json:"decision_id"`
+			}](t, rcv) {
+				got = append(got, e.DecisionID)
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("received decision IDs (-want +got):\n%s", diff)
 			}
-			if !tt.wantRequests(rcv.requests) {
-				t.Errorf("%d requests", rcv.requests)
+			if n := rcv.Uploads(); !tt.wantRequests(n) {
+				t.Errorf("%d uploads", n)
 			}
-			if tt.limit > 0 && rcv.maxBody > tt.limit {
-				t.Errorf("an upload had %d bytes, limit %d", rcv.maxBody, tt.limit)
+			if n := rcv.MaxUpload(); tt.limit > 0 && n > tt.limit {
+				t.Errorf("an upload had %d bytes, limit %d", n, tt.limit)
 			}
-			for _, a := range rcv.auth {
+			for _, a := range rcv.Auth() {
 				if a != "Bearer tok-1" {
 					t.Errorf("Authorization %q, want Bearer tok-1", a)
 				}
@@ -420,11 +371,9 @@ func TestHTTPSinkDrops(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rcv := &receiver{t: t}
-			rcv.fail.Store(tt.fail)
-			srv := httptest.NewServer(rcv)
-			defer srv.Close()
-			sink, err := NewHTTPSink(HTTPConfig{URL: srv.URL, UploadSizeLimitBytes: 1024, MaxRetries: 2,
+			rcv, url := decisionlogtest.Start(t)
+			rcv.Fail.Store(tt.fail)
+			sink, err := NewHTTPSink(HTTPConfig{URL: url, UploadSizeLimitBytes: 1024, MaxRetries: 2,
 				MinRetryDelay: time.Millisecond, MaxRetryDelay: 2 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)

@@ -1,16 +1,12 @@
 package serve
 
 import (
-	"compress/gzip"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +19,7 @@ import (
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/bundles"
+	"github.com/regosched/regosched/internal/decisionlog/decisionlogtest"
 )
 
 // TestDecisionLogOptionsAtStart: decision log settings that name nothing,
@@ -66,50 +63,18 @@ func TestDecisionLogOptionsAtStart(t *testing.T) {
 	})
 }
 
-// receiver decodes OPA decision log uploads: gzip'd JSON arrays POSTed
-// to /logs.
-type receiver struct {
-	mu     sync.Mutex
-	events []map[string]any
-	errs   []string
-}
-
-func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	var batch []map[string]any
-	err := func() error {
-		if req.Method != http.MethodPost || req.URL.Path != "/logs" || req.Header.Get("Content-Encoding") != "gzip" {
-			return &json.UnsupportedValueError{Str: req.Method + " " + req.URL.Path + " " + req.Header.Get("Content-Encoding")}
-		}
-		zr, err := gzip.NewReader(req.Body)
-		if err != nil {
-			return err
-		}
-		return json.NewDecoder(zr).Decode(&batch)
-	}()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err != nil {
-		r.errs = append(r.errs, err.Error())
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	r.events = append(r.events, batch...)
-}
-
 // TestDecisionLogReachesReceiver: with --decision-log at an OPA decision
 // log service, a filter call's event reaches it, at the latest when
 // regosched shuts down, and the dropped counter is on /metrics.
 func TestDecisionLogReachesReceiver(t *testing.T) {
-	rcv := &receiver{}
-	srv := httptest.NewServer(rcv)
-	defer srv.Close()
+	rcv, url := decisionlogtest.Start(t)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
 	log, _ := logtest.NewNullLogger()
 	addr := freeAddr(t)
 	opts := Options{
 		Listen: addr, Client: fake.NewClientset(node), Policy: bundles.Config{Default: regosched.DefaultPolicy()},
 		URLPrefix: "/scheduler", Version: "test", Verbs: true, SchedulerName: "regosched", Log: log,
-		DecisionLog: DecisionLogOptions{Target: srv.URL, SampleRate: 1, MaskLabels: []string{"team"}, FlushInterval: time.Hour},
+		DecisionLog: DecisionLogOptions{Target: url, SampleRate: 1, MaskLabels: []string{"team"}, FlushInterval: time.Hour},
 	}
 	opts.Leader.Identity = "replica-0"
 	ctx, cancel := context.WithCancel(context.Background())
@@ -142,15 +107,14 @@ func TestDecisionLogReachesReceiver(t *testing.T) {
 	}
 	stopRun(t, cancel, done) // the flush interval is an hour: Close sends it
 
-	rcv.mu.Lock()
-	defer rcv.mu.Unlock()
-	if len(rcv.errs) > 0 {
-		t.Fatalf("receiver refused uploads: %v", rcv.errs)
+	if p := rcv.Problems(); len(p) > 0 {
+		t.Fatalf("receiver refused uploads: %v", p)
 	}
-	if len(rcv.events) != 1 {
-		t.Fatalf("receiver got %d events, want 1: %v", len(rcv.events), rcv.events)
+	events := decisionlogtest.Events[map[string]any](t, rcv)
+	if len(events) != 1 {
+		t.Fatalf("receiver got %d events, want 1: %v", len(events), events)
 	}
-	e := rcv.events[0]
+	e := events[0]
 	got := map[string]any{"path": e["path"], "labels": e["labels"], "input": e["input"], "result": e["result"], "erased": e["erased"]}
 	want := map[string]any{
 		"path":   "regosched/filter",

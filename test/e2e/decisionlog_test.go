@@ -5,16 +5,11 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/regosched/regosched/internal/decisionlog/decisionlogtest"
 	ls "github.com/regosched/regosched/test/localstack"
 )
 
@@ -50,69 +46,6 @@ type dlEvent struct {
 			Peer string `json:"peer"`
 		} `json:"denied"`
 	} `json:"result"`
-}
-
-// dlReceiver speaks OPA's decision log API: POST /logs of a gzip'd JSON
-// array of events. With stall set it never answers, until the request is
-// abandoned or the test ends.
-type dlReceiver struct {
-	stall   bool
-	release chan struct{}
-
-	mu       sync.Mutex
-	events   []dlEvent
-	uploads  int
-	problems []string
-}
-
-func (r *dlReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if r.stall {
-		select {
-		case <-req.Context().Done():
-		case <-r.release:
-		}
-		return
-	}
-	var batch []dlEvent
-	err := func() error {
-		if req.Method != http.MethodPost || req.URL.Path != "/logs" {
-			return fmt.Errorf("%s %s, want POST /logs", req.Method, req.URL.Path)
-		}
-		if ce := req.Header.Get("Content-Encoding"); ce != "gzip" {
-			return fmt.Errorf("Content-Encoding %q, want gzip", ce)
-		}
-		zr, err := gzip.NewReader(req.Body)
-		if err != nil {
-			return err
-		}
-		return json.NewDecoder(zr).Decode(&batch)
-	}()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err != nil {
-		r.problems = append(r.problems, err.Error())
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	r.uploads++
-	r.events = append(r.events, batch...)
-}
-
-// snapshot returns the events received so far.
-func (r *dlReceiver) snapshot() (events []dlEvent, uploads int, problems []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.events), r.uploads, slices.Clone(r.problems)
-}
-
-// startReceiver starts r on loopback, where regosched (a child process)
-// reaches it; it stops when the test ends.
-func startReceiver(t *testing.T, r *dlReceiver) string {
-	t.Helper()
-	r.release = make(chan struct{})
-	srv := httptest.NewServer(r)
-	t.Cleanup(func() { close(r.release); srv.Close() })
-	return srv.URL
 }
 
 // dlBurst creates burst_test.go's burst plus dlBurstExtra plain pods at
@@ -228,8 +161,7 @@ func TestDecisionLog(t *testing.T) {
 	t.Run("receiver", func(t *testing.T) {
 		const ns = "e2e-decisionlog"
 		ctx := setup(t, ns)
-		rcv := &dlReceiver{}
-		url := startReceiver(t, rcv)
+		rcv, url := decisionlogtest.Start(t)
 		withVariant(t, ctx, ls.Variant{ExtenderArgs: append(slices.Clone(deployedArgs),
 			"--decision-log="+url, "--decision-log-flush-interval=200ms")})
 		var pods []*corev1.Pod
@@ -239,7 +171,7 @@ func TestDecisionLog(t *testing.T) {
 		var events []dlEvent
 		var missing []string
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			events, _, _ = rcv.snapshot()
+			events = decisionlogtest.Events[dlEvent](t, rcv)
 			bound := map[string]bool{}
 			for _, e := range events {
 				if e.Path == "regosched/bind" && e.Result.Outcome == "bound" && e.Input.Pod.Namespace == ns {
@@ -257,7 +189,7 @@ func TestDecisionLog(t *testing.T) {
 		if err != nil {
 			t.Fatalf("no bound bind event for %d pods: %s", len(missing), strings.Join(missing, ", "))
 		}
-		events, uploads, problems := rcv.snapshot()
+		events, uploads, problems := decisionlogtest.Events[dlEvent](t, rcv), rcv.Uploads(), rcv.Problems()
 		if len(problems) > 0 {
 			t.Errorf("the receiver refused uploads: %s", strings.Join(problems, "; "))
 		}
@@ -313,7 +245,7 @@ func TestDecisionLog(t *testing.T) {
 		}
 		const ns = "e2e-decisionlog-stalled"
 		ctx := setup(t, ns)
-		url := startReceiver(t, &dlReceiver{stall: true})
+		_, url := decisionlogtest.StartStalled(t)
 		// A small buffer, so that the burst overflows it while the first
 		// upload hangs; the upload's timeout is longer than the burst.
 		withVariant(t, ctx, ls.Variant{ExtenderArgs: append(slices.Clone(deployedArgs),
