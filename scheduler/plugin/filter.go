@@ -27,12 +27,25 @@ func (pl *Regosched) Filter(_ context.Context, cs fwk.CycleState, _ *v1.Pod, nod
 			s.shadow.saw(node.Name)
 		}
 	}
+	logged := s.log != nil && !s.clone
+	if logged {
+		if node := nodeInfo.Node(); node != nil {
+			s.log.saw(node.Name)
+		}
+	}
 	if !s.verdict.HasConflicts() && len(s.added) == 0 {
 		return nil // most pods, on most nodes
 	}
 	node := nodeInfo.Node()
 	if node == nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "regosched: node not found")
+	}
+	if logged {
+		// The main state has nothing removed or added: the verdict's
+		// conflicts are the node's.
+		if cs := s.verdict.At(node.Name); len(cs) > 0 {
+			s.log.deny(s.subject, cs)
+		}
 	}
 	var reasons []string
 	for _, c := range s.verdict.At(node.Name) {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/bundles"
+	"github.com/regosched/regosched/internal/decisionlog"
 	ls "github.com/regosched/regosched/test/localstack"
 )
 
@@ -69,6 +70,8 @@ type options struct {
 	unprotected bool
 	// shadowPolicy is Config.ShadowPolicy.
 	shadowPolicy string
+	// decisionLog is Config.DecisionLog.
+	decisionLog decisionlog.Config
 }
 
 func newFixture(t *testing.T) *fixture { return newFixtureWith(t, options{}) }
@@ -127,7 +130,8 @@ func newFixtureWith(t *testing.T, o options) *fixture {
 	}
 	if f.pl, err = New(ctx, Config{
 		Bundles: bundles.Config{Default: bundle, DataFile: data, Log: log}, Client: client, Snapshot: snapshot,
-		Registerer: f.reg, SyncTimeout: 10 * time.Second, ShadowPolicy: o.shadowPolicy, Log: log,
+		Registerer: f.reg, SyncTimeout: 10 * time.Second, ShadowPolicy: o.shadowPolicy,
+		DecisionLog: o.decisionLog, Log: log,
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/regosched/regosched/internal/bundles"
+	"github.com/regosched/regosched/internal/decisionlog"
 	"github.com/regosched/regosched/internal/judge"
 	"github.com/regosched/regosched/internal/logbridge"
 	"github.com/regosched/regosched/internal/placement"
@@ -76,6 +78,10 @@ type Args struct {
 	// scheduling cycle, off it, and never enforced (shadow.go). Empty
 	// judges nothing twice.
 	ShadowPolicy string `json:"shadowPolicy,omitempty"`
+	// DecisionLog is `regosched serve`'s --decision-log* flags: each
+	// scheduling cycle's filter, prioritize and bind decisions as OPA
+	// decision log events (decisionlog.go). Unset or with no target, off.
+	DecisionLog *DecisionLogArgs `json:"decisionLog,omitempty"`
 }
 
 // Regosched implements the framework's extension points over the judge.
@@ -92,6 +98,11 @@ type Regosched struct {
 	syncTimeout time.Duration
 	// shadow judges the shadow policy (Args.ShadowPolicy); nil without.
 	shadow shadow.Offerer
+	// decisionLog takes the cycles' events (Args.DecisionLog); nil without.
+	decisionLog *decisionlog.Logger
+	// closeLog flushes and closes decisionLog, once, whoever asks first:
+	// the framework's Close or the end of the plugin's context.
+	closeLog func() error
 }
 
 // Policies gives the policy to judge with (implemented by bundles.Active).
@@ -108,6 +119,8 @@ var (
 	_ fwk.ReservePlugin     = (*Regosched)(nil)
 	_ fwk.EnqueueExtensions = (*Regosched)(nil)
 	_ fwk.SignPlugin        = (*Regosched)(nil)
+	_ fwk.PostBindPlugin    = (*Regosched)(nil)
+	_ io.Closer             = (*Regosched)(nil)
 )
 
 // Name returns the plugin's name.
@@ -205,6 +218,12 @@ func (args Args) config(defaultPolicy fs.FS, log logrus.FieldLogger) (Config, er
 		}
 		*d.into = v
 	}
+	// Last: it may open the log file, which an error above would leak.
+	dl, err := args.DecisionLog.decisionLogConfig()
+	if err != nil {
+		return Config{}, err
+	}
+	cfg.DecisionLog = dl
 	return cfg, nil
 }
 
@@ -229,7 +248,11 @@ type Config struct {
 	// ShadowPolicy is a bundle judged beside the active one and never
 	// enforced, opened with Bundles' checks; empty for none.
 	ShadowPolicy string
-	Log          logrus.FieldLogger
+	// DecisionLog configures the decision log; off when its Sink is nil.
+	// New owns the Sink: it is closed when New fails or the plugin stops.
+	// Registerer and Log are New's.
+	DecisionLog decisionlog.Config
+	Log         logrus.FieldLogger
 }
 
 // New builds the plugin: it opens the policy source, waits (at most
@@ -237,8 +260,15 @@ type Config struct {
 // before it would miss the peers already bound, and reloads the policy
 // until ctx ends. A reload re-indexes the cache under the new policy and
 // swaps both at once; a scheduling cycle keeps the policy it started with.
-func New(ctx context.Context, cfg Config) (*Regosched, error) {
+func New(ctx context.Context, cfg Config) (pl *Regosched, err error) {
 	log := cfg.Log
+	if sink := cfg.DecisionLog.Sink; sink != nil {
+		defer func() {
+			if err != nil && (pl == nil || pl.decisionLog == nil) {
+				_ = sink.Close()
+			}
+		}()
+	}
 	src, err := bundles.Open(ctx, cfg.Bundles)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
@@ -278,7 +308,7 @@ func New(ctx context.Context, cfg Config) (*Regosched, error) {
 			log.WithError(err).Warn("policy not activated")
 		}
 	}
-	pl := &Regosched{judge: j, policies: active, cache: c, snapshot: cfg.Snapshot, log: log, syncTimeout: cfg.SyncTimeout}
+	pl = &Regosched{judge: j, policies: active, cache: c, snapshot: cfg.Snapshot, log: log, syncTimeout: cfg.SyncTimeout}
 	if cfg.ShadowPolicy != "" {
 		b, err := shadow.Open(ctx, cfg.Bundles, cfg.ShadowPolicy, shadow.Config{
 			NodeLabels: c.NodeLabels, Registerer: reg, Log: log.WithField("component", "shadow"),
@@ -290,6 +320,12 @@ func New(ctx context.Context, cfg Config) (*Regosched, error) {
 		pl.shadow = b.Shadow
 		log.WithFields(logrus.Fields{"source": b.Source.Description(), "policyRevision": b.Source.First().Revision()}).
 			Info("shadow policy loaded; judged beside the active one, never enforced")
+	}
+	if cfg.DecisionLog.Sink != nil {
+		if err := pl.startDecisionLog(ctx, cfg.DecisionLog, reg, log.WithField("component", "decision-log")); err != nil {
+			return nil, err
+		}
+		log.WithField("sample", cfg.DecisionLog.SampleRate).Info("decision log on")
 	}
 	if reload := src.Reloads(active, reindex); reload != nil {
 		go reload(ctx)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,6 +39,12 @@ type state struct {
 	// shadow collects the candidates for the shadow policy (shadow.go);
 	// nil without one, without peers, and in clones.
 	shadow *shadowCandidates
+	// log gathers the cycle's decision log events (decisionlog.go); nil
+	// without a decision log. Clones share it.
+	log *cycleLog
+	// clone is set on preemption's and nominated pods' copies, whose
+	// Filter calls are no candidates.
+	clone bool
 }
 
 // Clone copies what AddPod and RemovePod change; the rest is shared.
@@ -47,6 +54,7 @@ func (s *state) Clone() fwk.StateData {
 	c.added = maps.Clone(s.added)
 	// A preemption dry run's Filter calls are no candidates.
 	c.shadow = nil
+	c.clone = true
 	return &c
 }
 
@@ -79,9 +87,21 @@ func (pl *Regosched) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.P
 	// A policy that runs away must not hold the scheduler's one cycle.
 	ctx, cancel := context.WithTimeout(ctx, policy.DescribeTimeout)
 	defer cancel()
+	var start time.Time
+	if pl.decisionLog != nil {
+		start = time.Now()
+	}
 	s, err := pl.prefilter(ctx, pod)
 	if err != nil {
-		return nil, fwk.AsStatus(fmt.Errorf("regosched: pod %s/%s: %w", pod.Namespace, pod.Name, err))
+		err = fmt.Errorf("regosched: pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		if pl.decisionLog != nil {
+			pl.logFilterError(pod, len(nodes), time.Since(start), err)
+		}
+		return nil, fwk.AsStatus(err)
+	}
+	if pl.decisionLog != nil {
+		s.log = newCycleLog(pod, s.subject.Policy)
+		s.log.took = time.Since(start)
 	}
 	if pl.shadow != nil && len(s.subject.Peers) > 0 {
 		s.shadow = newShadowCandidates(s.verdict, len(nodes))
@@ -167,6 +187,9 @@ func (pl *Regosched) RemovePod(_ context.Context, cs fwk.CycleState, _ *v1.Pod, 
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
+	// Default preemption's dry run: the filtering is over, and a
+	// nomination would end the cycle before regosched's PostFilter.
+	pl.logFilter(s.log, nil)
 	uid := info.GetPod().UID
 	if _, ok := s.subject.Peer(uid); ok {
 		s.removed[uid] = true

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -13,13 +14,22 @@ import (
 // the scheduler's own cache assumes it: the next pod's PreFilter, which may
 // run before this binding is seen, must count it among its peers. The
 // informer's report of the binding replaces the record later.
-func (pl *Regosched) Reserve(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, nodeName string) *fwk.Status {
+func (pl *Regosched) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) (st *fwk.Status) {
 	s, err := getState(cs)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
 	// One node fit, or PreScore offered already (shadow.go).
 	s.shadow.offer(pl.shadow)
+	if s.log != nil {
+		pl.logFilter(s.log, func() ([]string, int) { return []string{nodeName}, 1 })
+		s.log.reserved = time.Now()
+		defer func() {
+			if !st.IsSuccess() {
+				pl.logBind(s.log, pod, nodeName, st.AsError())
+			}
+		}()
+	}
 	if len(s.subject.Keys) == 0 {
 		return nil
 	}
@@ -40,9 +50,13 @@ func (pl *Regosched) Reserve(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, 
 }
 
 // Unreserve takes back Reserve's record when the pod is not bound after all.
-func (pl *Regosched) Unreserve(_ context.Context, cs fwk.CycleState, _ *v1.Pod, _ string) {
+func (pl *Regosched) Unreserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) {
 	s, err := getState(cs)
-	if err != nil || s.assumed == nil {
+	if err != nil {
+		return
+	}
+	pl.logBind(s.log, pod, nodeName, errNotBound)
+	if s.assumed == nil {
 		return
 	}
 	pl.cache.Unassume(s.assumed)

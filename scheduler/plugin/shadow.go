@@ -101,5 +101,8 @@ func (pl *Regosched) offerShadow(cs fwk.CycleState) {
 // changes nothing: Unschedulable lets the scheduler go on as without it.
 func (pl *Regosched) PostFilter(_ context.Context, cs fwk.CycleState, _ *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	pl.offerShadow(cs)
+	if pl.decisionLog != nil {
+		pl.logFilter(cycleLogOf(cs), nil)
+	}
 	return nil, fwk.NewStatus(fwk.Unschedulable)
 }

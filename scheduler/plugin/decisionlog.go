@@ -1,0 +1,467 @@
+package plugin
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	v1 "k8s.io/api/core/v1"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/regosched/regosched/internal/decisionlog"
+	"github.com/regosched/regosched/internal/judge"
+	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/internal/version"
+)
+
+// The decision log (Args.DecisionLog) gives the extender's events, verb
+// for verb, so that one collector query reads both builds:
+//
+//   - filter: once per scheduling cycle, when the filtering is over (at
+//     PreScore, Reserve or PostFilter, as the shadow is offered, or at the
+//     first RemovePod of default preemption's dry run, which runs before
+//     regosched's PostFilter and may end the cycle): the nodes Filter was
+//     called for (the extender's candidates: those every filter before it
+//     let through), those it turned away with rule and peer, and whether it
+//     kept any. A cycle in which no node reached Filter gives none, as the
+//     scheduler calls no extender without candidates.
+//   - prioritize: at NormalizeScore, the nodes scored below the maximum, on
+//     the extender's scale (0..10, judge.Score with MaxExtenderPriority), so
+//     that the numbers are the extender's; at PreScore, no_preference when
+//     no soft rule applies (Score is skipped then).
+//   - bind: at PostBind (bound), or at Unreserve or a failed Reserve (error):
+//     the default binder binds, and regosched learns the outcome there.
+//   - preempt: none. The plugin picks no victims: default preemption does,
+//     asking regosched through RemovePod, AddPod and Filter on its dry run's
+//     clones of the cycle state; a pod it preempts for is scheduled in a
+//     later cycle, which gives that cycle's filter and bind events.
+//
+// With no decision log, the extension points test one nil pointer. An
+// event's lists are gathered where the plugin already visits each item
+// (Filter's calls, NormalizeScore's loop), at most decisionlog.MaxListed of
+// them, and Enqueue never waits for the sink.
+
+// DecisionLogArgs are the plugin arg decisionLog: `regosched serve`'s
+// --decision-log* flags, one to one, with the same defaults.
+type DecisionLogArgs struct {
+	// Target is "stdout", a file path (appended to), or the http(s):// URL
+	// of an OPA decision log service; empty turns the decision log off.
+	Target string `json:"target,omitempty"`
+	// Sample is the share of decisions logged, 0..1; 1 when unset.
+	Sample *float64 `json:"sample,omitempty"`
+	// MaskLabels are pod label keys kept out of the events, as MaskMode
+	// says: drop (the default) or replace.
+	MaskLabels []string `json:"maskLabels,omitempty"`
+	MaskMode   string   `json:"maskMode,omitempty"`
+	// BufferSize bounds the events waiting for the sink (10000 when unset).
+	BufferSize int `json:"bufferSize,omitempty"`
+	// FlushInterval is how often the buffer is sent (5s when unset).
+	FlushInterval string `json:"flushInterval,omitempty"`
+	// HTTP targets only: the timeout of each upload (10s), the retries of
+	// a failed upload (5 when unset; 0 none), the largest upload in bytes
+	// (32768), the CAs of an https service, a bearer token file, and
+	// Insecure to send that token over plain http.
+	Timeout          string `json:"timeout,omitempty"`
+	MaxRetries       *int   `json:"maxRetries,omitempty"`
+	UploadLimitBytes int    `json:"uploadLimitBytes,omitempty"`
+	CACert           string `json:"caCert,omitempty"`
+	BearerTokenFile  string `json:"bearerTokenFile,omitempty"`
+	Insecure         bool   `json:"insecure,omitempty"`
+}
+
+// Defaults of DecisionLogArgs, those of `regosched serve`'s flags.
+const (
+	decisionLogStdout         = "stdout"
+	defaultDecisionLogTimeout = 10 * time.Second
+	// decisionLogCloseTimeout bounds the last flush when the scheduler
+	// stops, so that a stalled collector cannot hold its shutdown.
+	decisionLogCloseTimeout = 5 * time.Second
+)
+
+// decisionLogConfig checks a and opens its sink: a decisionlog.Config with
+// the settings, its Sink nil when a is off. Errors name the arg.
+func (a *DecisionLogArgs) decisionLogConfig() (decisionlog.Config, error) {
+	if a == nil || a.Target == "" {
+		return decisionlog.Config{}, nil
+	}
+	bad := func(format string, args ...any) (decisionlog.Config, error) {
+		return decisionlog.Config{}, fmt.Errorf("%s args: decisionLog.%s", Name, fmt.Sprintf(format, args...))
+	}
+	sample := 1.0
+	if a.Sample != nil {
+		sample = *a.Sample
+	}
+	if math.IsNaN(sample) || sample < 0 || sample > 1 {
+		return bad("sample %v: want a share between 0 and 1", sample)
+	}
+	switch decisionlog.MaskMode(a.MaskMode) {
+	case "", decisionlog.MaskDrop, decisionlog.MaskReplace:
+	default:
+		return bad("maskMode %q: want %s or %s", a.MaskMode, decisionlog.MaskDrop, decisionlog.MaskReplace)
+	}
+	if a.BufferSize < 0 || a.UploadLimitBytes < 0 || (a.MaxRetries != nil && *a.MaxRetries < 0) {
+		return bad("bufferSize, uploadLimitBytes and maxRetries cannot be negative")
+	}
+	flush, err := positiveDuration(a.FlushInterval, decisionlog.DefaultFlushInterval)
+	if err != nil {
+		return bad("flushInterval: %v", err)
+	}
+	timeout, err := positiveDuration(a.Timeout, defaultDecisionLogTimeout)
+	if err != nil {
+		return bad("timeout: %v", err)
+	}
+	isHTTP, err := httpTarget(a.Target)
+	if err != nil {
+		return bad("target: %v", err)
+	}
+	if !isHTTP && (a.CACert != "" || a.BearerTokenFile != "" || a.Insecure || a.Timeout != "" ||
+		a.MaxRetries != nil || a.UploadLimitBytes != 0) {
+		return bad("target %q: caCert, bearerTokenFile, insecure, timeout, maxRetries and uploadLimitBytes are for an http(s):// target", a.Target)
+	}
+	if isHTTP && strings.HasPrefix(a.Target, "http://") && a.BearerTokenFile != "" && !a.Insecure {
+		return bad("bearerTokenFile with an http:// target would send the token in clear: use https, or insecure: true")
+	}
+	cfg := decisionlog.Config{
+		SampleRate: sample, MaskLabels: a.MaskLabels, MaskMode: decisionlog.MaskMode(a.MaskMode),
+		MaxEvents: a.BufferSize, FlushInterval: flush,
+	}
+	switch {
+	case a.Target == decisionLogStdout:
+		cfg.Sink = decisionlog.NewWriterSink(os.Stdout)
+	case !isHTTP:
+		if cfg.Sink, err = decisionlog.NewFileSink(a.Target); err != nil {
+			return bad("target: %v", err)
+		}
+	default:
+		if cfg.Sink, err = a.httpSink(timeout); err != nil {
+			return bad("%v", err)
+		}
+	}
+	return cfg, nil
+}
+
+// httpSink is the sink of an http(s) target, as serve builds it.
+func (a *DecisionLogArgs) httpSink(timeout time.Duration) (decisionlog.Sink, error) {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	if a.CACert != "" {
+		pem, err := os.ReadFile(a.CACert)
+		if err != nil {
+			return nil, fmt.Errorf("caCert: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("caCert %s: no PEM certificate in it", a.CACert)
+		}
+		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	retries := decisionlog.DefaultMaxRetries
+	if a.MaxRetries != nil {
+		retries = *a.MaxRetries
+	}
+	if retries == 0 {
+		retries = -1 // the sink's 0 means its default; the arg's means none
+	}
+	sink, err := decisionlog.NewHTTPSink(decisionlog.HTTPConfig{
+		URL: a.Target, Client: &http.Client{Timeout: timeout, Transport: transport},
+		UploadSizeLimitBytes: a.UploadLimitBytes, MaxRetries: retries, BearerTokenFile: a.BearerTokenFile,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("target: %w", err)
+	}
+	return sink, nil
+}
+
+// httpTarget reports whether target is an HTTP service, and refuses a URL
+// of another scheme rather than take it for a file path.
+func httpTarget(target string) (bool, error) {
+	if !strings.Contains(target, "://") {
+		return false, nil // a file path, or stdout
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		return false, fmt.Errorf("%q: %w", target, err)
+	}
+	switch u.Scheme {
+	case "http", "https":
+		if u.Host == "" {
+			return false, fmt.Errorf("%q: no host", target)
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("%q: want stdout, a file path or an http(s):// URL", target)
+}
+
+// positiveDuration parses s, def when empty.
+func positiveDuration(s string, def time.Duration) (time.Duration, error) {
+	if s == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q is not a positive duration", s)
+	}
+	return d, nil
+}
+
+// startDecisionLog starts the logger of cfg (its Sink set, and owned
+// from here on: closed on error), its dropped counter on reg, and closes it
+// when ctx ends if the framework has not already (Close).
+func (pl *Regosched) startDecisionLog(ctx context.Context, cfg decisionlog.Config, reg prometheus.Registerer, log logrus.FieldLogger) error {
+	cfg.Registerer, cfg.Log = reg, log
+	if cfg.InstanceID == "" {
+		// The pod's name in a cluster: events of two replicas stay apart.
+		if cfg.InstanceID, _ = os.Hostname(); cfg.InstanceID == "" {
+			cfg.InstanceID = "regosched-scheduler"
+		}
+	}
+	if cfg.Version == "" {
+		cfg.Version = version.Get().Version
+	}
+	l, err := decisionlog.New(cfg)
+	if err != nil {
+		_ = cfg.Sink.Close()
+		return fmt.Errorf("%s: decisionLog: %w", Name, err)
+	}
+	pl.decisionLog = l
+	pl.closeLog = sync.OnceValue(func() error { return closeDecisionLog(l) })
+	go func() {
+		<-ctx.Done()
+		if err := pl.closeLog(); err != nil {
+			log.WithError(err).Warn("decision log events lost at shutdown")
+		}
+	}()
+	return nil
+}
+
+// closeDecisionLog sends what the logger holds, within
+// decisionLogCloseTimeout; a collector that does not take it costs those
+// events (counted), not a stuck shutdown.
+func closeDecisionLog(l *decisionlog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), decisionLogCloseTimeout)
+	defer cancel()
+	if err := l.Close(ctx); err != nil {
+		return fmt.Errorf("%s: closing the decision log: %w", Name, err)
+	}
+	return nil
+}
+
+// Close flushes and closes the decision log: the framework calls it when
+// the scheduler stops (plugins that are io.Closers are closed).
+func (pl *Regosched) Close() error {
+	if pl.closeLog == nil {
+		return nil
+	}
+	return pl.closeLog()
+}
+
+// cycleLog gathers one scheduling cycle's events; nil without a decision
+// log. Clones of the cycle state share it.
+type cycleLog struct {
+	pod     decisionlog.Pod
+	bundles map[string]string
+	// took is PreFilter's time, where the hard rules are judged: the
+	// filter event's duration.
+	took time.Duration
+
+	// Filter's calls note the candidates: a slot each for the first
+	// MaxListed, the count of all.
+	slots [decisionlog.MaxListed]string
+	seen  atomic.Int64
+
+	mu          sync.Mutex
+	denied      []decisionlog.Denial
+	deniedNodes int
+	cut         bool // denials beyond MaxListed were not kept
+
+	filtered atomic.Bool // the filter event was given
+	scoring  time.Time   // PreScore's start
+	reserved time.Time   // Reserve's start
+	bound    atomic.Bool // the bind event was given
+}
+
+// newCycleLog starts a cycle's record of pod under pol.
+func newCycleLog(pod *v1.Pod, pol *policy.Policy) *cycleLog {
+	return &cycleLog{pod: judge.DecisionLogPod(pod), bundles: judge.DecisionLogBundles(pol)}
+}
+
+// saw notes a candidate; safe from Filter's parallel calls.
+func (c *cycleLog) saw(node string) {
+	if i := c.seen.Add(1) - 1; i < int64(len(c.slots)) {
+		c.slots[i] = node
+	}
+}
+
+// deny records the denials of a node Filter turned away.
+func (c *cycleLog) deny(s *judge.Subject, cs []policy.Conflict) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deniedNodes++
+	if len(c.denied) >= decisionlog.MaxListed {
+		c.cut = true
+		return
+	}
+	c.denied = judge.DecisionLogDenials(c.denied, s, cs)
+}
+
+// candidates are the nodes Filter noted, at most MaxListed, and their count.
+func (c *cycleLog) candidates() ([]string, int) {
+	n := int(c.seen.Load())
+	return c.slots[:min(n, len(c.slots))], n
+}
+
+// logFilter gives the cycle's filter event once, when the filtering is
+// over. nodes are the candidates when Filter noted none because PreFilter
+// skipped it (a pod in no group): the feasible nodes PreScore or Reserve
+// got, all kept.
+func (pl *Regosched) logFilter(c *cycleLog, nodes func() ([]string, int)) {
+	if c == nil || c.filtered.Load() {
+		return
+	}
+	listed, count := c.candidates()
+	if count == 0 && nodes != nil {
+		listed, count = nodes()
+	}
+	if count == 0 || !c.filtered.CompareAndSwap(false, true) {
+		return // no candidate: the scheduler would have called no extender
+	}
+	e := decisionlog.Event{
+		Verb: decisionlog.VerbFilter, Pod: c.pod, Bundles: c.bundles, Duration: c.took,
+		Nodes: listed, NodeCount: count, Outcome: decisionlog.OutcomeFeasible,
+	}
+	if count > len(listed) {
+		e.Truncated = append(e.Truncated, decisionlog.TruncatedNodes)
+	}
+	c.mu.Lock()
+	e.Denied = c.denied
+	if c.cut {
+		e.Truncated = append(e.Truncated, decisionlog.TruncatedDenied)
+	}
+	if c.deniedNodes >= count {
+		e.Outcome = decisionlog.OutcomeUnschedulable
+	}
+	pl.decisionLog.Enqueue(e)
+	c.mu.Unlock()
+}
+
+// logFilterError gives the filter event of a cycle whose PreFilter failed.
+func (pl *Regosched) logFilterError(pod *v1.Pod, nodes int, took time.Duration, err error) {
+	pl.decisionLog.Enqueue(decisionlog.Event{
+		Verb: decisionlog.VerbFilter, Pod: judge.DecisionLogPod(pod), Bundles: judge.DecisionLogBundles(pl.policies.Load()),
+		NodeCount: nodes, Duration: took, Outcome: decisionlog.OutcomeError, Error: err.Error(),
+	})
+}
+
+// nodeNames are the names of the first MaxListed of nodes, and their count.
+func nodeNames(nodes []fwk.NodeInfo) func() ([]string, int) {
+	return func() ([]string, int) {
+		names := make([]string, 0, min(len(nodes), decisionlog.MaxListed))
+		for _, ni := range nodes[:cap(names)] {
+			if n := ni.Node(); n != nil {
+				names = append(names, n.Name)
+			}
+		}
+		return names, len(nodes)
+	}
+}
+
+// logNoPreference gives the prioritize event of a cycle whose pod no soft
+// rule concerns, as the extender's prioritize answers it.
+func (pl *Regosched) logNoPreference(c *cycleLog, nodes []fwk.NodeInfo) {
+	names, count := nodeNames(nodes)()
+	e := decisionlog.Event{
+		Verb: decisionlog.VerbPrioritize, Pod: c.pod, Bundles: c.bundles, Duration: time.Since(c.scoring),
+		Nodes: names, NodeCount: count, Outcome: decisionlog.OutcomeNoPreference,
+	}
+	if count > len(names) {
+		e.Truncated = []string{decisionlog.TruncatedNodes}
+	}
+	pl.decisionLog.Enqueue(e)
+}
+
+// logScores gives the prioritize event from NormalizeScore's penalties
+// (Score's, before normalization) and the highest of them: the nodes that
+// score below the extender's maximum, with the extender's score.
+func (pl *Regosched) logScores(c *cycleLog, scores fwk.NodeScoreList, highest float64) {
+	e := decisionlog.Event{
+		Verb: decisionlog.VerbPrioritize, Pod: c.pod, Bundles: c.bundles,
+		NodeCount: len(scores), Outcome: decisionlog.OutcomeNoPreference,
+	}
+	e.Nodes = make([]string, 0, min(len(scores), decisionlog.MaxListed))
+	for _, s := range scores {
+		if len(e.Nodes) < cap(e.Nodes) {
+			e.Nodes = append(e.Nodes, s.Name)
+		}
+		score := judge.Score(math.Float64frombits(uint64(s.Score)), highest, extenderv1.MaxExtenderPriority)
+		if score >= extenderv1.MaxExtenderPriority {
+			continue
+		}
+		if len(e.Scores) == decisionlog.MaxListed {
+			e.Truncated = append(e.Truncated, decisionlog.TruncatedScores)
+			break
+		}
+		if e.Scores == nil {
+			e.Scores = map[string]int64{}
+		}
+		e.Scores[s.Name] = score
+	}
+	if len(scores) > len(e.Nodes) {
+		e.Truncated = append(e.Truncated, decisionlog.TruncatedNodes)
+	}
+	if len(e.Scores) > 0 {
+		e.Outcome = decisionlog.OutcomeScored
+	}
+	e.Duration = time.Since(c.scoring)
+	pl.decisionLog.Enqueue(e)
+}
+
+// errNotBound is a bind event's error when the pod's reservation was
+// taken back: a later Reserve, Permit, PreBind or Bind plugin failed.
+var errNotBound = errors.New("not bound: the scheduler took back the reservation (a Reserve, Permit, PreBind or Bind plugin failed)")
+
+// logBind gives the cycle's bind event once: bound when err is nil.
+func (pl *Regosched) logBind(c *cycleLog, pod *v1.Pod, node string, err error) {
+	if c == nil || !c.bound.CompareAndSwap(false, true) {
+		return
+	}
+	e := decisionlog.Event{
+		Verb: decisionlog.VerbBind, Pod: judge.DecisionLogPod(pod), Bundles: c.bundles,
+		Node: node, Outcome: decisionlog.OutcomeBound,
+	}
+	if !c.reserved.IsZero() {
+		e.Duration = time.Since(c.reserved)
+	}
+	if err != nil {
+		e.Outcome, e.Error = decisionlog.OutcomeError, err.Error()
+	}
+	pl.decisionLog.Enqueue(e)
+}
+
+// cycleLogOf is the cycle's record, nil without a decision log or state.
+func cycleLogOf(cs fwk.CycleState) *cycleLog {
+	s, err := getState(cs)
+	if err != nil {
+		return nil
+	}
+	return s.log
+}
+
+// PostBind gives the bind event of a pod the scheduler bound.
+func (pl *Regosched) PostBind(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) {
+	if pl.decisionLog == nil {
+		return
+	}
+	pl.logBind(cycleLogOf(cs), pod, nodeName, nil)
+}
