@@ -228,7 +228,7 @@ func withShadowPolicy(t *testing.T, cfg []byte, dir string) []byte {
 // startWithMetrics runs regosched-scheduler with cfg and a secure port on
 // loopback whose /metrics anyone there may read (kube-scheduler's own
 // certificate, self-signed into a folder of the test's), and returns it
-// with a reader of its regosched_shadow_* series ("name{labels}": value).
+// with a reader of its regosched_* series ("name{labels}": value).
 func startWithMetrics(t *testing.T, pc pluginCluster, cfg []byte) (*localcluster.Process, func(context.Context) map[string]float64) {
 	t.Helper()
 	dir := t.TempDir()
@@ -313,7 +313,7 @@ func startWithMetrics(t *testing.T, pc pluginCluster, cfg []byte) (*localcluster
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
-			if !strings.HasPrefix(line, "regosched_shadow_") {
+			if !strings.HasPrefix(line, "regosched_") {
 				continue
 			}
 			i := strings.LastIndexByte(line, ' ')

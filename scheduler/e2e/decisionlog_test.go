@@ -1,0 +1,248 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
+
+	"github.com/regosched/regosched/internal/decisionlog/decisionlogtest"
+	ls "github.com/regosched/regosched/test/localstack"
+)
+
+// dlEvent is what the test reads of an OPA decision log event.
+type dlEvent struct {
+	DecisionID string                       `json:"decision_id"`
+	Path       string                       `json:"path"`
+	Bundles    map[string]map[string]string `json:"bundles"`
+	Input      struct {
+		Pod struct {
+			Namespace string `json:"namespace"`
+			Name      string `json:"name"`
+		} `json:"pod"`
+	} `json:"input"`
+	Result struct {
+		Outcome string `json:"outcome"`
+		Node    string `json:"node"`
+		Denied  []struct {
+			Node string `json:"node"`
+			Rule string `json:"rule"`
+			Peer string `json:"peer"`
+		} `json:"denied"`
+	} `json:"result"`
+}
+
+// TestPluginDecisionLog is test/e2e's TestDecisionLog for regosched-scheduler:
+// the plugin arg decisionLog points at a real OPA decision log receiver
+// (gzip'd JSON arrays POSTed to /logs), and a burst of 48 pods with rules
+// (3 Redis clusters of 4 shards, 3 Elasticsearch clusters of 6 data pods,
+// 6 plain pods) is created at once on 8 nodes. Every pod is bound with no
+// rule broken; the receiver has a filter and a bound bind event for every
+// pod, every denial names its node, rule and peer, every event the
+// policy revision; regosched_decision_logs_dropped_total stays 0.
+func TestPluginDecisionLog(t *testing.T) {
+	const (
+		ns    = "decisionlog"
+		nodes = 8
+	)
+	ctx := t.Context()
+	pc := startPluginCluster(t, nodes)
+	rcv, url := decisionlogtest.Start(t) // before the scheduler: stopped after it
+	cfg := withPluginArgs(t, pc.cfg, map[string]any{"decisionLog": map[string]any{"target": url, "flushInterval": "200ms"}})
+	_, metrics := startWithMetrics(t, pc, cfg)
+	client := pc.c.Client()
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var nodeNames []string
+	for i := range nodes {
+		nodeNames = append(nodeNames, fmt.Sprintf("node-%02d", i+1))
+	}
+	pods := ls.FailoverPods(ns, nodeNames, 3, 3, 6)
+	if len(pods) != 48 {
+		t.Fatalf("burst of %d pods, want 48", len(pods))
+	}
+
+	start := time.Now()
+	errs := make([]error, len(pods))
+	var wg sync.WaitGroup
+	for i, p := range pods {
+		wg.Go(func() {
+			_, errs[i] = client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("creating the burst: %v", err)
+	}
+	var list *corev1.PodList
+	var pending []string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, waitLimit, true, func(ctx context.Context) (bool, error) {
+		var err error
+		if list, err = client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err != nil {
+			return false, err
+		}
+		pending = pending[:0]
+		for _, p := range list.Items {
+			if p.Spec.NodeName == "" {
+				pending = append(pending, p.Name)
+			}
+		}
+		return len(list.Items) == len(pods) && len(pending) == 0, nil
+	})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("after %s, %d of %d pods still pending (%s): %v", took.Round(time.Millisecond), len(pending), len(pods),
+			strings.Join(pending, ", "), err)
+	}
+	if v := ls.Violations(list.Items); len(v) > 0 {
+		t.Errorf("rules broken:\n%s", strings.Join(v, "\n"))
+	}
+
+	// A pod's bind event is its last; flushes come every 200ms.
+	var events []dlEvent
+	var missing []string
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		events = decisionlogtest.Events[dlEvent](t, rcv)
+		bound := map[string]bool{}
+		for _, e := range events {
+			if e.Path == "regosched/bind" && e.Result.Outcome == "bound" && e.Input.Pod.Namespace == ns {
+				bound[e.Input.Pod.Name] = true
+			}
+		}
+		missing = missing[:0]
+		for _, p := range pods {
+			if !bound[p.Name] {
+				missing = append(missing, p.Name)
+			}
+		}
+		return len(missing) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("no bound bind event for %d pods: %s", len(missing), strings.Join(missing, ", "))
+	}
+	events = decisionlogtest.Events[dlEvent](t, rcv)
+	if problems := rcv.Problems(); len(problems) > 0 {
+		t.Errorf("the receiver refused uploads: %s", strings.Join(problems, "; "))
+	}
+
+	byVerb := map[string]int{}
+	filtered := map[string]bool{}
+	ids := map[string]bool{}
+	boundTo := map[string]string{}
+	for _, p := range list.Items {
+		boundTo[p.Name] = p.Spec.NodeName
+	}
+	denials, withDenials := 0, 0
+	for _, e := range events {
+		if e.Input.Pod.Namespace != ns {
+			continue
+		}
+		byVerb[e.Path+" "+e.Result.Outcome]++
+		if ids[e.DecisionID] {
+			t.Errorf("decision ID %s given twice", e.DecisionID)
+		}
+		ids[e.DecisionID] = true
+		if e.Bundles["regosched"]["revision"] == "" {
+			t.Errorf("event %s names no policy revision: %v", e.DecisionID, e.Bundles)
+		}
+		switch e.Path {
+		case "regosched/filter":
+			filtered[e.Input.Pod.Name] = true
+		case "regosched/bind":
+			if e.Result.Outcome == "bound" && e.Result.Node != boundTo[e.Input.Pod.Name] {
+				t.Errorf("bind event %s: %s bound to %s, the API server says %s", e.DecisionID, e.Input.Pod.Name, e.Result.Node, boundTo[e.Input.Pod.Name])
+			}
+		}
+		if len(e.Result.Denied) > 0 {
+			withDenials++
+		}
+		for _, d := range e.Result.Denied {
+			denials++
+			if d.Node == "" || d.Rule == "" || !strings.HasPrefix(d.Peer, ns+"/") {
+				t.Errorf("event %s (%s of %s): denial %+v lacks its node, rule or peer", e.DecisionID, e.Path, e.Input.Pod.Name, d)
+			}
+		}
+	}
+	for _, p := range pods {
+		if !filtered[p.Name] {
+			t.Errorf("no filter event for pod %s", p.Name)
+		}
+	}
+	if withDenials == 0 {
+		t.Error("no event denies a node: the burst's rules should turn some nodes away")
+	}
+	counts := metrics(ctx)
+	dropped := 0.0
+	series := 0
+	for name, v := range counts {
+		if strings.HasPrefix(name, "regosched_decision_logs_dropped_total{") {
+			dropped += v
+			series++
+		}
+	}
+	if series == 0 {
+		t.Error("regosched-scheduler's /metrics has no regosched_decision_logs_dropped_total: is decisionLog on?")
+	}
+	if dropped != 0 {
+		t.Errorf("regosched_decision_logs_dropped_total = %v, want 0", dropped)
+	}
+	verbs := slices.Sorted(func(yield func(string) bool) {
+		for v, n := range byVerb {
+			if !yield(fmt.Sprintf("%s: %d", v, n)) {
+				return
+			}
+		}
+	})
+	t.Logf("48 pods bound in %s (first create to last binding); receiver got %d events in %d uploads (%s), %d denials in %d events; dropped %v",
+		took.Round(time.Millisecond), len(ids), rcv.Uploads(), strings.Join(verbs, ", "), denials, withDenials, dropped)
+}
+
+// withPluginArgs sets args in the Regosched plugin's pluginConfig of the
+// KubeSchedulerConfiguration cfg.
+func withPluginArgs(t *testing.T, cfg []byte, args map[string]any) []byte {
+	t.Helper()
+	var doc map[string]any
+	if err := yaml.Unmarshal(cfg, &doc); err != nil {
+		t.Fatal(err)
+	}
+	set := 0
+	profiles, _ := doc["profiles"].([]any)
+	for _, p := range profiles {
+		pcs, _ := p.(map[string]any)["pluginConfig"].([]any)
+		for _, pc := range pcs {
+			entry, _ := pc.(map[string]any)
+			if entry["name"] != "Regosched" {
+				continue
+			}
+			have, _ := entry["args"].(map[string]any)
+			if have == nil {
+				have = map[string]any{}
+				entry["args"] = have
+			}
+			for k, v := range args {
+				have[k] = v
+			}
+			set++
+		}
+	}
+	if set == 0 {
+		t.Fatalf("no pluginConfig for Regosched in:\n%s", cfg)
+	}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

@@ -1,0 +1,70 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/regosched/regosched/internal/decisionlog"
+)
+
+// BenchmarkCycleDecisionLog is BenchmarkCycle's cycle (1,000 pods of other
+// clusters) through every extension point the decision log uses
+// (PreFilter, Filter on every node, PreScore, Score on every node,
+// NormalizeScore, PostBind) with decision logs off and on: every event
+// built, copied, encoded on the logger's goroutine and written to
+// io.Discard, that goroutine competing for the CPUs.
+//
+//	cd scheduler && go test -run '^$' -bench BenchmarkCycleDecisionLog -count 8 ./plugin/
+func BenchmarkCycleDecisionLog(b *testing.B) {
+	for _, nodes := range []int{100, 5000} {
+		for _, mode := range []string{"off", "on"} {
+			b.Run(fmt.Sprintf("nodes=%d/log=%s", nodes, mode), func(b *testing.B) {
+				pl, infos := benchPlugin(b, nodes, 1000)
+				if mode == "on" {
+					log := logrus.New()
+					log.SetOutput(io.Discard)
+					l, err := decisionlog.New(decisionlog.Config{Sink: decisionlog.NewWriterSink(io.Discard), SampleRate: 1, Log: log})
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { _ = l.Close(context.Background()) })
+					pl.decisionLog = l
+				}
+				// A replica: denied beside its master, penalised by the soft
+				// rules elsewhere, so every event has something to carry.
+				pod := redis("cache-1-replica", "replica", "1", 0, "")
+				ctx := context.Background()
+				scores := make(fwk.NodeScoreList, len(infos))
+				for b.Loop() {
+					cs := framework.NewCycleState()
+					if _, st := pl.PreFilter(ctx, cs, pod, infos); !st.IsSuccess() {
+						b.Fatal(st)
+					}
+					for _, ni := range infos {
+						_ = pl.Filter(ctx, cs, pod, ni)
+					}
+					if st := pl.PreScore(ctx, cs, pod, infos); !st.IsSuccess() {
+						b.Fatal(st)
+					}
+					for i, ni := range infos {
+						s, st := pl.Score(ctx, cs, pod, ni)
+						if !st.IsSuccess() {
+							b.Fatal(st)
+						}
+						scores[i] = fwk.NodeScore{Name: ni.Node().Name, Score: s}
+					}
+					if st := pl.NormalizeScore(ctx, cs, pod, scores); !st.IsSuccess() {
+						b.Fatal(st)
+					}
+					pl.PostBind(ctx, cs, pod, infos[len(infos)-1].Node().Name)
+				}
+			})
+		}
+	}
+}
