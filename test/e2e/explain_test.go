@@ -97,10 +97,10 @@ func TestExplainCommand(t *testing.T) {
 	for _, n := range nodeList.Items {
 		zoneOf[n.Name] = n.Labels["topology.kubernetes.io/zone"]
 	}
-	refused := map[string]string{
-		m0: "redis: master " + ns + "/cache-0-master of cluster cache already on this node",
-		m1: "redis: master " + ns + "/cache-1-master of cluster cache already on this node",
-		r2: "redis: replica " + ns + "/cache-2-replica of cluster cache (shard 2) already on this node",
+	refused := map[string]explain.Denial{
+		m0: {Rule: "redis-masters", Peer: ns + "/cache-0-master", Reason: "redis: master " + ns + "/cache-0-master of cluster cache already on this node"},
+		m1: {Rule: "redis-masters", Peer: ns + "/cache-1-master", Reason: "redis: master " + ns + "/cache-1-master of cluster cache already on this node"},
+		r2: {Rule: "redis-master-replica", Peer: ns + "/cache-2-replica", Reason: "redis: replica " + ns + "/cache-2-replica of cluster cache (shard 2) already on this node"},
 	}
 	got := map[string]explain.NodeResult{}
 	for _, n := range report.Nodes {
@@ -108,9 +108,9 @@ func TestExplainCommand(t *testing.T) {
 	}
 	want := map[string]explain.NodeResult{}
 	for name, zone := range zoneOf {
-		if reason, ok := refused[name]; ok {
+		if d, ok := refused[name]; ok {
 			// Equal priorities: preemption cannot help.
-			want[name] = explain.NodeResult{Node: name, Verdict: explain.Unresolvable, Reason: reason}
+			want[name] = explain.NodeResult{Node: name, Verdict: explain.Unresolvable, Reason: d.Reason, Denials: []explain.Denial{d}}
 			continue
 		}
 		// The replica of its shard is in zone[r2]: the master goes elsewhere.
