@@ -18,26 +18,44 @@ import (
 // policy flags one to one. An unknown arg is an error to the plugin, so
 // the chart must write these names and no other.
 type pluginArgs struct {
-	Policy                   string `json:"policy,omitempty"`
-	PolicyData               string `json:"policyData,omitempty"`
-	PolicyPoll               string `json:"policyPoll,omitempty"`
-	PolicyMinDelay           string `json:"policyMinDelay,omitempty"`
-	PolicyMaxDelay           string `json:"policyMaxDelay,omitempty"`
-	PolicyLongPollingTimeout string `json:"policyLongPollingTimeout,omitempty"`
-	PolicyStartTimeout       string `json:"policyStartTimeout,omitempty"`
-	PolicyBearerTokenFile    string `json:"policyBearerTokenFile,omitempty"`
-	PolicyCACert             string `json:"policyCACert,omitempty"`
-	PolicyInsecure           bool   `json:"policyInsecure,omitempty"`
-	PolicyMaxBytes           int64  `json:"policyMaxBytes,omitempty"`
-	PolicyMaxTotalBytes      int64  `json:"policyMaxTotalBytes,omitempty"`
-	PolicyMaxEntries         int    `json:"policyMaxEntries,omitempty"`
-	PolicyVerificationKey    string `json:"policyVerificationKey,omitempty"`
-	PolicyVerificationKeyID  string `json:"policyVerificationKeyID,omitempty"`
-	PolicySigningAlg         string `json:"policySigningAlg,omitempty"`
-	PolicyScope              string `json:"policyScope,omitempty"`
-	PolicyRunTests           bool   `json:"policyRunTests,omitempty"`
-	LogLevel                 string `json:"logLevel,omitempty"`
-	SyncTimeout              string `json:"syncTimeout,omitempty"`
+	Policy                   string             `json:"policy,omitempty"`
+	PolicyData               string             `json:"policyData,omitempty"`
+	PolicyPoll               string             `json:"policyPoll,omitempty"`
+	PolicyMinDelay           string             `json:"policyMinDelay,omitempty"`
+	PolicyMaxDelay           string             `json:"policyMaxDelay,omitempty"`
+	PolicyLongPollingTimeout string             `json:"policyLongPollingTimeout,omitempty"`
+	PolicyStartTimeout       string             `json:"policyStartTimeout,omitempty"`
+	PolicyBearerTokenFile    string             `json:"policyBearerTokenFile,omitempty"`
+	PolicyCACert             string             `json:"policyCACert,omitempty"`
+	PolicyInsecure           bool               `json:"policyInsecure,omitempty"`
+	PolicyMaxBytes           int64              `json:"policyMaxBytes,omitempty"`
+	PolicyMaxTotalBytes      int64              `json:"policyMaxTotalBytes,omitempty"`
+	PolicyMaxEntries         int                `json:"policyMaxEntries,omitempty"`
+	PolicyVerificationKey    string             `json:"policyVerificationKey,omitempty"`
+	PolicyVerificationKeyID  string             `json:"policyVerificationKeyID,omitempty"`
+	PolicySigningAlg         string             `json:"policySigningAlg,omitempty"`
+	PolicyScope              string             `json:"policyScope,omitempty"`
+	PolicyRunTests           bool               `json:"policyRunTests,omitempty"`
+	LogLevel                 string             `json:"logLevel,omitempty"`
+	SyncTimeout              string             `json:"syncTimeout,omitempty"`
+	DecisionLog              *pluginDecisionLog `json:"decisionLog,omitempty"`
+}
+
+// pluginDecisionLog is the plugin arg decisionLog (scheduler/plugin's
+// DecisionLogArgs).
+type pluginDecisionLog struct {
+	Target           string   `json:"target,omitempty"`
+	Sample           *float64 `json:"sample,omitempty"`
+	MaskLabels       []string `json:"maskLabels,omitempty"`
+	MaskMode         string   `json:"maskMode,omitempty"`
+	BufferSize       int      `json:"bufferSize,omitempty"`
+	FlushInterval    string   `json:"flushInterval,omitempty"`
+	Timeout          string   `json:"timeout,omitempty"`
+	MaxRetries       *int     `json:"maxRetries,omitempty"`
+	UploadLimitBytes int      `json:"uploadLimitBytes,omitempty"`
+	CACert           string   `json:"caCert,omitempty"`
+	BearerTokenFile  string   `json:"bearerTokenFile,omitempty"`
+	Insecure         bool     `json:"insecure,omitempty"`
 }
 
 // schedulerConfiguration is what the tests read of a
@@ -572,6 +590,13 @@ func TestChartPluginRefusesValues(t *testing.T) {
 			want:    "policy.url=/etc/regosched/bundle/policy.tar.gz is a file the scheduler reads with mode plugin: mount it into the scheduler with scheduler.extraVolumes",
 		},
 		{name: "CA not mounted into the scheduler", set: []string{"plugin.args.policyCACert=/etc/ca/ca.crt"}, want: "plugin.args.policyCACert=/etc/ca/ca.crt is a file the scheduler reads"},
+		{name: "decision log file not mounted into the scheduler", set: []string{"decisionLog.target=/var/log/regosched/decisions.log"},
+			want: "decisionLog.target=/var/log/regosched/decisions.log is a file the scheduler reads"},
+		{name: "decision log CA not mounted into the scheduler", set: []string{"decisionLog.target=https://logs.example", "plugin.args.decisionLog.caCert=/etc/logs-ca/ca.crt"},
+			want: "plugin.args.decisionLog.caCert=/etc/logs-ca/ca.crt is a file the scheduler reads"},
+		{name: "decision log target as an arg", set: []string{"decisionLog.target=stdout", "plugin.args.decisionLog.target=stdout"}, want: "additional properties 'target' not allowed"},
+		{name: "decision log settings with no target", set: []string{"plugin.args.decisionLog.timeout=2s"}, want: "plugin.args.decisionLog: set decisionLog.target"},
+		{name: "decision log mask mode", set: []string{"decisionLog.target=stdout", "plugin.args.decisionLog.maskMode=hash"}, want: "/plugin/args/decisionLog/maskMode"},
 		// As in mode extender.
 		{name: "policyData with a signed bundle", set: []string{"policy.verificationKey.existingSecret=k", "policyData.weights.node_spread=2"}, want: "policyData cannot be combined with policy.verificationKey"},
 	}
@@ -593,5 +618,84 @@ func TestChartPluginRefusesValues(t *testing.T) {
 	}})
 	if _, args := pluginConfig(t, schedulerConfig(t, objs)); args.Policy != "/etc/regosched/bundle/policy.tar.gz" {
 		t.Errorf("policy arg %q", args.Policy)
+	}
+}
+
+// decisionLog.* in mode plugin: the plugin arg decisionLog says what the
+// companion's --decision-log* flags say in mode extender, with the HTTP
+// settings of plugin.args.decisionLog added; the companion, which decides
+// nothing in mode plugin, gets no --decision-log flag.
+func TestChartPluginDecisionLog(t *testing.T) {
+	skipShort(t)
+	root := repoRoot(t)
+	half, none := 0.5, 0
+	tests := []struct {
+		name         string
+		set, setJSON []string
+		want         *pluginDecisionLog
+		wantFlags    []string // the companion's in mode extender
+	}{
+		{name: "off", want: nil},
+		{
+			name: "an OPA service, every setting",
+			set: []string{"decisionLog.target=https://logs.example", "decisionLog.bufferSize=500", "decisionLog.flushInterval=1s",
+				"plugin.args.decisionLog.timeout=2s", "plugin.args.decisionLog.maskMode=replace", "plugin.args.decisionLog.insecure=true",
+				"plugin.args.decisionLog.bearerTokenFile=/etc/logs-token/token"},
+			setJSON: []string{`decisionLog.sample=0.5`, `decisionLog.maskLabels=["team","owner"]`, `plugin.args.decisionLog.maxRetries=0`,
+				`plugin.args.decisionLog.uploadLimitBytes=65536`,
+				`scheduler.extraVolumes=[{"name":"logs-token","secret":{"secretName":"logs-token"}}]`,
+				`scheduler.extraVolumeMounts=[{"name":"logs-token","mountPath":"/etc/logs-token","readOnly":true}]`},
+			want: &pluginDecisionLog{Target: "https://logs.example", Sample: &half, MaskLabels: []string{"team", "owner"}, MaskMode: "replace",
+				BufferSize: 500, FlushInterval: "1s", Timeout: "2s", MaxRetries: &none, UploadLimitBytes: 65536,
+				BearerTokenFile: "/etc/logs-token/token", Insecure: true},
+			wantFlags: []string{"--decision-log=https://logs.example", "--decision-log-sample=0.5", "--decision-log-mask-labels=team,owner",
+				"--decision-log-buffer-size=500", "--decision-log-flush-interval=1s"},
+		},
+		{
+			name: "a file in the scheduler's pod",
+			set:  []string{"decisionLog.target=/var/log/regosched/decisions.log"},
+			setJSON: []string{`scheduler.extraVolumes=[{"name":"decisions","emptyDir":{}}]`,
+				`scheduler.extraVolumeMounts=[{"name":"decisions","mountPath":"/var/log/regosched"}]`},
+			want: &pluginDecisionLog{Target: "/var/log/regosched/decisions.log", Sample: new(1.0), BufferSize: 10000, FlushInterval: "5s"},
+			wantFlags: []string{"--decision-log=/var/log/regosched/decisions.log", "--decision-log-sample=1",
+				"--decision-log-buffer-size=10000", "--decision-log-flush-interval=5s"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plugin := Render{Set: append([]string{"mode=plugin"}, tt.set...), SetJSON: tt.setJSON}
+			lint(t, root, plugin)
+			_, args := pluginConfig(t, schedulerConfig(t, chartObjects(t, root, plugin)))
+			if diff := cmp.Diff(tt.want, args.DecisionLog); diff != "" {
+				t.Errorf("plugin arg decisionLog (-want +got):\n%s", diff)
+			}
+			for _, a := range container(t, chartObjects(t, root, plugin), "regosched")["args"].([]any) {
+				if strings.HasPrefix(a.(string), "--decision-log") {
+					t.Errorf("companion flag %s in mode plugin: it decides nothing", a)
+				}
+			}
+			// Mode extender, the same values but the plugin's: the flags.
+			var set []string
+			for _, s := range tt.set {
+				if !strings.HasPrefix(s, "plugin.") {
+					set = append(set, s)
+				}
+			}
+			var setJSON []string
+			for _, s := range tt.setJSON {
+				if !strings.HasPrefix(s, "plugin.") && !strings.HasPrefix(s, "scheduler.") {
+					setJSON = append(setJSON, s)
+				}
+			}
+			var gotFlags []string
+			for _, a := range container(t, chartObjects(t, root, Render{Set: set, SetJSON: setJSON}), "regosched")["args"].([]any) {
+				if strings.HasPrefix(a.(string), "--decision-log") {
+					gotFlags = append(gotFlags, a.(string))
+				}
+			}
+			if diff := cmp.Diff(tt.wantFlags, gotFlags); diff != "" {
+				t.Errorf("companion's --decision-log flags in mode extender (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -306,9 +306,36 @@ profiles:
           {{- end }}
           {{- end }}
           logLevel: {{ .Values.logLevel | quote }}
-          {{- with .Values.plugin.args }}
+          {{- with .Values.decisionLog }}
+          {{- if .target }}
+          # Decision logs, sent off the scheduling cycles (docs/decision-logs.md);
+          # plugin.args.decisionLog adds the HTTP settings.
+          decisionLog:
+            {{- include "regosched.pluginDecisionLog" $ | nindent 12 }}
+          {{- end }}
+          {{- end }}
+          {{- with omit .Values.plugin.args "decisionLog" }}
           {{- toYaml . | nindent 10 }}
           {{- end }}
+{{- end -}}
+
+{{/*
+The plugin arg decisionLog (mode plugin): decisionLog.*, as the
+companion's --decision-log* flags in mode extender, and the settings
+plugin.args.decisionLog adds (HTTP: timeout, maxRetries, uploadLimitBytes,
+caCert, bearerTokenFile, insecure; maskMode), which extraArgs gives the
+companion in mode extender.
+*/}}
+{{- define "regosched.pluginDecisionLog" -}}
+{{- $dl := .Values.decisionLog -}}
+{{- $args := dict "target" $dl.target "sample" $dl.sample "bufferSize" (int $dl.bufferSize) "flushInterval" $dl.flushInterval -}}
+{{- with $dl.maskLabels }}
+{{- $_ := set $args "maskLabels" . }}
+{{- end }}
+{{- range $k, $v := .Values.plugin.args.decisionLog | default dict }}
+{{- $_ := set $args $k $v }}
+{{- end }}
+{{- toYaml $args }}
 {{- end -}}
 
 {{/*
@@ -329,8 +356,8 @@ never sync: docs/compatibility.md). */}}
 {{- if ne .Values.softRules "filter" }}
 {{- fail (printf "softRules=%s: mode plugin has no extender verbs; the Regosched plugin scores the soft rules itself, weighed by plugin.weight: unset softRules" .Values.softRules) }}
 {{- end }}
-{{- if .Values.decisionLog.target }}
-{{- fail "decisionLog.target: mode plugin has no extender verbs, so the companion makes no decision to log, and regosched-scheduler does not log decisions yet (docs/decision-logs.md): unset decisionLog.target" }}
+{{- if and .Values.plugin.args.decisionLog (not .Values.decisionLog.target) }}
+{{- fail "plugin.args.decisionLog: set decisionLog.target (and decisionLog.*): plugin.args.decisionLog only adds settings to them" }}
 {{- end }}
 {{- $ext := .Values.scheduler.extender }}
 {{- if or (ne (int $ext.weight) 5) (ne (toString $ext.httpTimeout) "5s") $ext.ignorable }}
@@ -353,6 +380,19 @@ never sync: docs/compatibility.md). */}}
 {{- end }}
 {{- with .Values.plugin.args.policyCACert }}
 {{- $_ := set $paths "plugin.args.policyCACert" . }}
+{{- end }}
+{{- with .Values.decisionLog.target }}
+{{- if and (ne . "stdout") (not (regexMatch "^https?://" .)) }}
+{{- $_ := set $paths "decisionLog.target" . }}
+{{- end }}
+{{- end }}
+{{- with .Values.plugin.args.decisionLog }}
+{{- with .caCert }}
+{{- $_ := set $paths "plugin.args.decisionLog.caCert" . }}
+{{- end }}
+{{- with .bearerTokenFile }}
+{{- $_ := set $paths "plugin.args.decisionLog.bearerTokenFile" . }}
+{{- end }}
 {{- end }}
 {{- range $name, $path := $paths }}
 {{- $mounted := false }}
