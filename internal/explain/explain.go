@@ -127,15 +127,31 @@ type Options struct {
 // placement cache and decider. A pod without a namespace is in "default".
 // The pod is not changed.
 func Explain(ctx context.Context, pod *corev1.Pod, opts Options) (*Report, error) {
+	e, err := NewExplainer(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	return e.Explain(ctx, pod)
+}
+
+// Explainer explains pods against one cluster, listed once into its
+// placement cache: `regosched verify` explains a suite's pods with one.
+// Its decisions reserve nothing in the cache (the decider knows no
+// scheduler profile), so one pod's explanation never changes the next's.
+type Explainer struct {
+	opts  Options
+	cache *placement.Cache
+	stop  func()
+}
+
+// NewExplainer lists the cluster of opts.Client into a placement cache,
+// within opts.SyncTimeout; Close stops it.
+func NewExplainer(ctx context.Context, opts Options) (*Explainer, error) {
 	if opts.SyncTimeout <= 0 {
 		opts.SyncTimeout = DefaultSyncTimeout
 	}
-	pod = pod.DeepCopy()
-	if pod.Namespace == "" {
-		pod.Namespace = metav1.NamespaceDefault
-	}
 	pol := opts.Policy
-
 	ctx, cancel := context.WithCancel(ctx)
 	cache, err := placement.New(opts.Client, policy.Describer(func() *policy.Policy { return pol }), opts.Log.WithField("component", "placement"))
 	if err != nil {
@@ -144,9 +160,28 @@ func Explain(ctx context.Context, pod *corev1.Pod, opts Options) (*Report, error
 	}
 	cache.Start(ctx)
 	// The informers stop only once ctx is cancelled: cancel, then wait.
-	defer func() { cancel(); cache.Shutdown() }()
+	e := &Explainer{opts: opts, cache: cache, stop: func() { cancel(); cache.Shutdown() }}
 	if err := cache.SyncWithin(ctx, opts.Client, opts.SyncTimeout); err != nil {
+		e.Close()
 		return nil, err
+	}
+	return e, nil
+}
+
+// Placements is the cluster as the explainer listed it, for an audit of
+// the same cluster that need not list it again.
+func (e *Explainer) Placements() *placement.Cache { return e.cache }
+
+// Close stops the explainer's informers and waits for them.
+func (e *Explainer) Close() { e.stop() }
+
+// Explain decides for pod on every node of the explainer's cluster. A pod
+// without a namespace is in "default". The pod is not changed.
+func (e *Explainer) Explain(ctx context.Context, pod *corev1.Pod) (*Report, error) {
+	opts, cache, pol := e.opts, e.cache, e.opts.Policy
+	pod = pod.DeepCopy()
+	if pod.Namespace == "" {
+		pod.Namespace = metav1.NamespaceDefault
 	}
 
 	self := placement.PodFromObject(pod)

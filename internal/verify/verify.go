@@ -14,7 +14,6 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/regosched/regosched/internal/audit"
 	"github.com/regosched/regosched/internal/explain"
@@ -140,20 +139,39 @@ func runSuite(ctx context.Context, s *Suite, opts Options) SuiteResult {
 		sr.Error = err.Error()
 		return sr
 	}
-	client := snap.Client()
+	var cases []Case
 	for _, c := range s.Cases {
-		if !opts.selected(s, c.Name) {
-			continue
+		if opts.selected(s, c.Name) {
+			cases = append(cases, c)
 		}
+	}
+	audits := s.Audit != nil && opts.selected(s, AuditCase)
+	if len(cases) == 0 && !audits {
+		return sr
+	}
+	// One listing of the snapshot for the suite's cases and its audit: it
+	// costs more than judging a pod on it.
+	start := time.Now()
+	e, err := explain.NewExplainer(ctx, explain.Options{
+		Client: snap.Client(), Policy: opts.Policy, PolicySource: opts.PolicySource, SyncTimeout: syncTimeout, Log: opts.Log,
+	})
+	if err != nil {
+		sr.Error = err.Error()
+		return sr
+	}
+	defer e.Close()
+	listed := time.Since(start)
+	for _, c := range cases {
 		start := time.Now()
-		cr := runCase(ctx, snap, client, c, opts)
-		cr.Duration = time.Since(start)
+		cr := runCase(ctx, snap, e, c)
+		cr.Duration = time.Since(start) + listed
+		listed = 0 // the first case's time holds the listing
 		sr.Cases = append(sr.Cases, cr)
 	}
-	if s.Audit != nil && opts.selected(s, AuditCase) {
+	if audits {
 		start := time.Now()
-		cr := runAudit(ctx, snap, client, *s.Audit, opts)
-		cr.Duration = time.Since(start)
+		cr := runAudit(ctx, snap, e.Placements(), *s.Audit, opts)
+		cr.Duration = time.Since(start) + listed
 		sr.Cases = append(sr.Cases, cr)
 	}
 	return sr
@@ -201,7 +219,7 @@ func (s *Suite) cluster(limits snapshot.Limits) (*snapshot.Snapshot, error) {
 
 // runCase judges the case's pod on every node of the snapshot and checks
 // what was decided.
-func runCase(ctx context.Context, snap *snapshot.Snapshot, client kubernetes.Interface, c Case, opts Options) CaseResult {
+func runCase(ctx context.Context, snap *snapshot.Snapshot, e *explain.Explainer, c Case) CaseResult {
 	cr := CaseResult{Name: c.Name, Checks: []Check{}}
 	pod, err := casePod(snap, c)
 	if err != nil {
@@ -209,9 +227,7 @@ func runCase(ctx context.Context, snap *snapshot.Snapshot, client kubernetes.Int
 		return cr
 	}
 	cr.Pod = pod.Namespace + "/" + pod.Name
-	report, err := explain.Explain(ctx, pod, explain.Options{
-		Client: client, Policy: opts.Policy, PolicySource: opts.PolicySource, SyncTimeout: syncTimeout, Log: opts.Log,
-	})
+	report, err := e.Explain(ctx, pod)
 	if err != nil {
 		cr.Error = err.Error()
 		return cr
@@ -247,14 +263,19 @@ func casePod(snap *snapshot.Snapshot, c Case) (*corev1.Pod, error) {
 	return pod, nil
 }
 
-// runAudit audits the snapshot's bound pods as `regosched audit` does,
-// and asks the policy why the listed pods are not protected.
-func runAudit(ctx context.Context, snap *snapshot.Snapshot, client kubernetes.Interface, want AuditExpect, opts Options) CaseResult {
+// runAudit audits the snapshot's bound pods in cache as `regosched audit`
+// does, and asks the policy why the listed pods are not protected.
+func runAudit(ctx context.Context, snap *snapshot.Snapshot, cache audit.Placements, want AuditExpect, opts Options) CaseResult {
 	cr := CaseResult{Name: AuditCase, Checks: []Check{}}
 	if want.Violations != nil {
-		report, err := audit.Once(ctx, audit.OnceOptions{
-			Client: client, Policy: opts.Policy, SyncTimeout: syncTimeout, Log: opts.Log,
+		a, err := audit.New(audit.Config{
+			Cache: cache, Policies: func() *policy.Policy { return opts.Policy }, Log: opts.Log.WithField("component", "audit"),
 		})
+		if err != nil {
+			cr.Error = err.Error()
+			return cr
+		}
+		report, err := a.Run(ctx)
 		if err != nil {
 			cr.Error = err.Error()
 			return cr
