@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -86,5 +88,32 @@ func TestArgsConfig(t *testing.T) {
 				t.Errorf("config() error = %v, want %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestDeployedConfigExamples: the commented examples of shadowPolicy and
+// decisionLog in deploy/plugin/kube-scheduler-config.yaml, uncommented,
+// are args the plugin takes, so that copying them cannot stop the
+// scheduler with an unknown field.
+func TestDeployedConfigExamples(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "plugin", "kube-scheduler-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for line := range strings.Lines(string(raw)) {
+		// The examples are the args' comments that are YAML: "# key: value"
+		// under args, and their nested "#   key: value".
+		if rest, ok := strings.CutPrefix(line, "          # "); ok && (strings.HasPrefix(rest, "shadowPolicy:") ||
+			strings.HasPrefix(rest, "decisionLog:") || strings.HasPrefix(rest, "  ")) {
+			lines = append(lines, rest)
+		}
+	}
+	args, err := decodeArgs(&runtime.Unknown{Raw: []byte(strings.Join(lines, "")), ContentType: runtime.ContentTypeJSON})
+	if err != nil {
+		t.Fatalf("the examples:\n%s\n%v", strings.Join(lines, ""), err)
+	}
+	if args.ShadowPolicy == "" || args.DecisionLog == nil || args.DecisionLog.Target == "" || args.DecisionLog.BearerTokenFile == "" {
+		t.Errorf("examples read %+v, decisionLog %+v: want shadowPolicy and every decisionLog setting", args, args.DecisionLog)
 	}
 }
