@@ -43,24 +43,12 @@ type dlEvent struct {
 	} `json:"result"`
 }
 
-// TestPluginDecisionLog is test/e2e's TestDecisionLog for regosched-scheduler:
-// the plugin arg decisionLog points at a real OPA decision log receiver
-// (gzip'd JSON arrays POSTed to /logs), and a burst of 48 pods with rules
-// (3 Redis clusters of 4 shards, 3 Elasticsearch clusters of 6 data pods,
-// 6 plain pods) is created at once on 8 nodes. Every pod is bound with no
-// rule broken; the receiver has a filter and a bound bind event for every
-// pod, every denial names its node, rule and peer, every event the
-// policy revision; regosched_decision_logs_dropped_total stays 0.
-func TestPluginDecisionLog(t *testing.T) {
-	const (
-		ns    = "decisionlog"
-		nodes = 8
-	)
+// dlBurst creates a burst of 48 pods with rules in ns at once on nodes
+// nodes and waits until every pod is bound; it returns the pods as bound
+// and the time from the first create to the last binding.
+func dlBurst(t *testing.T, pc pluginCluster, ns string, nodes int) ([]corev1.Pod, time.Duration) {
+	t.Helper()
 	ctx := t.Context()
-	pc := startPluginCluster(t, nodes)
-	rcv, url := decisionlogtest.Start(t) // before the scheduler: stopped after it
-	cfg := withPluginArgs(t, pc.cfg, map[string]any{"decisionLog": map[string]any{"target": url, "flushInterval": "200ms"}})
-	_, metrics := startWithMetrics(t, pc, cfg)
 	client := pc.c.Client()
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -73,7 +61,6 @@ func TestPluginDecisionLog(t *testing.T) {
 	if len(pods) != 48 {
 		t.Fatalf("burst of %d pods, want 48", len(pods))
 	}
-
 	start := time.Now()
 	errs := make([]error, len(pods))
 	var wg sync.WaitGroup
@@ -109,21 +96,95 @@ func TestPluginDecisionLog(t *testing.T) {
 	if v := ls.Violations(list.Items); len(v) > 0 {
 		t.Errorf("rules broken:\n%s", strings.Join(v, "\n"))
 	}
+	return list.Items, took
+}
+
+// droppedEvents sums regosched_decision_logs_dropped_total by reason from
+// a reader of the scheduler's /metrics.
+func droppedEvents(t *testing.T, metrics func(context.Context) map[string]float64) map[string]float64 {
+	t.Helper()
+	const name = `regosched_decision_logs_dropped_total{reason="`
+	out := map[string]float64{}
+	for series, v := range metrics(t.Context()) {
+		if reason, ok := strings.CutPrefix(series, name); ok {
+			out[strings.TrimSuffix(reason, `"}`)] = v
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("regosched-scheduler's /metrics has no regosched_decision_logs_dropped_total: is decisionLog on?")
+	}
+	return out
+}
+
+// TestPluginDecisionLog is test/e2e's TestDecisionLog for regosched-scheduler:
+// the plugin arg decisionLog points at a real OPA decision log receiver
+// (gzip'd JSON arrays POSTed to /logs), and a burst of 48 pods with rules
+// (3 Redis clusters of 4 shards, 3 Elasticsearch clusters of 6 data pods,
+// 6 plain pods) is created at once on 8 nodes. Every pod is bound with no
+// rule broken; the receiver has a filter and a bound bind event for every
+// pod, every denial names its node, rule and peer, every event the
+// policy revision; regosched_decision_logs_dropped_total stays 0. Then the
+// same burst behind a receiver that never answers (a buffer of 16 events):
+// every pod is bound in comparable time, and what the buffer could not
+// hold is dropped and counted.
+func TestPluginDecisionLog(t *testing.T) {
+	const nodes = 8
+	pc := startPluginCluster(t, nodes)
+	var took time.Duration
+	t.Run("receiver", func(t *testing.T) { took = pluginDecisionLog(t, pc, nodes) })
+	t.Run("stalled receiver", func(t *testing.T) {
+		if took == 0 {
+			t.Skip("needs the first case's time to compare with")
+		}
+		_, url := decisionlogtest.StartStalled(t) // before the scheduler: stopped after it
+		// A small buffer, so that the burst overflows it while the first
+		// upload hangs; the upload's timeout is longer than the burst.
+		sched, metrics := startWithMetrics(t, pc, withPluginArgs(t, pc.cfg, map[string]any{"decisionLog": map[string]any{
+			"target": url, "flushInterval": "200ms", "bufferSize": 16, "timeout": "2m", "maxRetries": 0,
+		}}))
+		_, stalled := dlBurst(t, pc, "decisionlog-stalled", nodes)
+		dropped := droppedEvents(t, metrics)
+		t.Logf("48 pods bound in %s behind a stalled receiver (%s with a live one); dropped %v",
+			stalled.Round(time.Millisecond), took.Round(time.Millisecond), dropped)
+		if dropped["buffer_events"] == 0 {
+			t.Errorf("regosched_decision_logs_dropped_total = %v, want buffer_events counted", dropped)
+		}
+		// Comparable: the shared machine's noise allows a margin, but a
+		// cycle waiting on the upload would take minutes (its timeout).
+		if limit := max(3*took, took+30*time.Second); stalled > limit {
+			t.Errorf("burst took %s behind a stalled receiver, %s with a live one: over %s", stalled, took, limit)
+		}
+		// The framework closes the plugin when the scheduler stops: the
+		// last flush gives up after 5 s rather than hold the shutdown.
+		start := time.Now()
+		sched.Stop()
+		t.Logf("regosched-scheduler stopped in %s behind the stalled receiver", time.Since(start).Round(time.Millisecond))
+	})
+}
+
+// pluginDecisionLog is TestPluginDecisionLog's case with a live receiver;
+// it returns the burst's time.
+func pluginDecisionLog(t *testing.T, pc pluginCluster, nodes int) time.Duration {
+	const ns = "decisionlog"
+	rcv, url := decisionlogtest.Start(t) // before the scheduler: stopped after it
+	cfg := withPluginArgs(t, pc.cfg, map[string]any{"decisionLog": map[string]any{"target": url, "flushInterval": "200ms"}})
+	sched, metrics := startWithMetrics(t, pc, cfg)
+	bound, took := dlBurst(t, pc, ns, nodes)
 
 	// A pod's bind event is its last; flushes come every 200ms.
 	var events []dlEvent
 	var missing []string
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		events = decisionlogtest.Events[dlEvent](t, rcv)
-		bound := map[string]bool{}
+		boundEvent := map[string]bool{}
 		for _, e := range events {
 			if e.Path == "regosched/bind" && e.Result.Outcome == "bound" && e.Input.Pod.Namespace == ns {
-				bound[e.Input.Pod.Name] = true
+				boundEvent[e.Input.Pod.Name] = true
 			}
 		}
 		missing = missing[:0]
-		for _, p := range pods {
-			if !bound[p.Name] {
+		for _, p := range bound {
+			if !boundEvent[p.Name] {
 				missing = append(missing, p.Name)
 			}
 		}
@@ -141,7 +202,7 @@ func TestPluginDecisionLog(t *testing.T) {
 	filtered := map[string]bool{}
 	ids := map[string]bool{}
 	boundTo := map[string]string{}
-	for _, p := range list.Items {
+	for _, p := range bound {
 		boundTo[p.Name] = p.Spec.NodeName
 	}
 	denials, withDenials := 0, 0
@@ -175,7 +236,7 @@ func TestPluginDecisionLog(t *testing.T) {
 			}
 		}
 	}
-	for _, p := range pods {
+	for _, p := range bound {
 		if !filtered[p.Name] {
 			t.Errorf("no filter event for pod %s", p.Name)
 		}
@@ -183,19 +244,12 @@ func TestPluginDecisionLog(t *testing.T) {
 	if withDenials == 0 {
 		t.Error("no event denies a node: the burst's rules should turn some nodes away")
 	}
-	counts := metrics(ctx)
-	dropped := 0.0
-	series := 0
-	for name, v := range counts {
-		if strings.HasPrefix(name, "regosched_decision_logs_dropped_total{") {
-			dropped += v
-			series++
-		}
+	dropped := droppedEvents(t, metrics)
+	var sum float64
+	for _, v := range dropped {
+		sum += v
 	}
-	if series == 0 {
-		t.Error("regosched-scheduler's /metrics has no regosched_decision_logs_dropped_total: is decisionLog on?")
-	}
-	if dropped != 0 {
+	if sum != 0 {
 		t.Errorf("regosched_decision_logs_dropped_total = %v, want 0", dropped)
 	}
 	verbs := slices.Sorted(func(yield func(string) bool) {
@@ -207,6 +261,8 @@ func TestPluginDecisionLog(t *testing.T) {
 	})
 	t.Logf("48 pods bound in %s (first create to last binding); receiver got %d events in %d uploads (%s), %d denials in %d events; dropped %v",
 		took.Round(time.Millisecond), len(ids), rcv.Uploads(), strings.Join(verbs, ", "), denials, withDenials, dropped)
+	sched.Stop() // the next case runs a scheduler of its own
+	return took
 }
 
 // withPluginArgs sets args in the Regosched plugin's pluginConfig of the
