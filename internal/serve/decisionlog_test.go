@@ -31,12 +31,12 @@ func TestDecisionLogOptionsAtStart(t *testing.T) {
 		dl   DecisionLogOptions
 		want string
 	}{
-		{"sample above 1", DecisionLogOptions{Target: "stdout", SampleRate: 1.5}, "--decision-log-sample=1.5: want a share between 0 and 1"},
-		{"unknown mask mode", DecisionLogOptions{Target: "stdout", SampleRate: 1, MaskMode: "hash"}, `--decision-log-mask-mode="hash"`},
+		{"sample above 1", DecisionLogOptions{Target: "stdout", SampleRate: 1.5}, "--decision-log-sample 1.5: want a share between 0 and 1"},
+		{"unknown mask mode", DecisionLogOptions{Target: "stdout", SampleRate: 1, MaskMode: "hash"}, `--decision-log-mask-mode "hash": want drop or replace`},
 		{"a scheme that is no HTTP", DecisionLogOptions{Target: "ftp://logs.example", SampleRate: 1}, `--decision-log "ftp://logs.example": want stdout, a file path or an http(s):// URL`},
 		{"a URL without a host", DecisionLogOptions{Target: "https:///logs", SampleRate: 1}, "no host"},
 		{"a token in clear", DecisionLogOptions{Target: "http://logs.example", SampleRate: 1, BearerTokenFile: token}, "would send the token in clear"},
-		{"HTTP settings for a file", DecisionLogOptions{Target: "/tmp/decisions.jsonl", SampleRate: 1, CACertFile: "ca.pem"}, "are for an http(s):// --decision-log"},
+		{"HTTP settings for a file", DecisionLogOptions{Target: "/tmp/decisions.jsonl", SampleRate: 1, CACertFile: "ca.pem"}, "--decision-log-ca-cert is for an http(s):// --decision-log"},
 		{"negative buffer", DecisionLogOptions{Target: "stdout", SampleRate: 1, BufferEvents: -1}, "cannot be negative"},
 		{"a file in no directory", DecisionLogOptions{Target: filepath.Join(t.TempDir(), "missing", "d.jsonl"), SampleRate: 1}, "--decision-log: decisionlog: open log file"},
 		{"a CA file that is not there", DecisionLogOptions{Target: "https://logs.example", SampleRate: 1, CACertFile: filepath.Join(t.TempDir(), "ca.pem")}, "--decision-log-ca-cert"},

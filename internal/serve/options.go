@@ -3,8 +3,6 @@ package serve
 import (
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -150,100 +148,37 @@ type RedisRolesOptions struct {
 	Memory string
 }
 
-// DecisionLogOptions are the settings of --decision-log*.
-type DecisionLogOptions struct {
-	// Target is where events go: "" (off), "stdout", an http(s):// URL
-	// of an OPA decision log service (events are POSTed to Target +
-	// "/logs" as gzip'd JSON arrays, as OPA sends them), or else a file
-	// path, appended to.
-	Target string
-	// SampleRate is the share of decisions logged, 0..1.
-	SampleRate float64
-	// MaskLabels are pod label keys kept out of events, as MaskMode says
-	// ("drop", the default, or "replace").
-	MaskLabels []string
-	MaskMode   string
-	// BufferEvents bounds the events waiting for the sink; more are
-	// dropped and counted (default decisionlog.DefaultMaxEvents).
-	BufferEvents int
-	// FlushInterval is how often buffered events are sent (default
-	// decisionlog.DefaultFlushInterval); a fuller buffer is sent sooner.
-	FlushInterval time.Duration
-	// HTTP targets only: the largest upload (uncompressed JSON array), the
-	// timeout of each request, the retries of a failed upload, the CAs
-	// of an https service, a bearer token file, and Insecure to send that
-	// token over plain http.
-	UploadLimitBytes int
-	Timeout          time.Duration
-	MaxRetries       int
-	CACertFile       string
-	BearerTokenFile  string
-	Insecure         bool
-}
+// DecisionLogOptions are the settings of --decision-log*, checked and
+// opened as the plugin build's decisionLog arg is (decisionlog.Settings).
+type DecisionLogOptions = decisionlog.Settings
 
 // DecisionLogStdout is the Target that writes events to standard output.
-const DecisionLogStdout = "stdout"
+const DecisionLogStdout = decisionlog.Stdout
 
-// On says whether decisions are logged.
-func (o DecisionLogOptions) On() bool { return o.Target != "" }
-
-// http reports whether the target is an HTTP service, and refuses a URL
-// of another scheme rather than take it for a file path.
-func (o DecisionLogOptions) http() (bool, error) {
-	if !strings.Contains(o.Target, "://") {
-		return false, nil // a file path, or stdout
-	}
-	u, err := url.Parse(o.Target)
-	if err != nil {
-		return false, fmt.Errorf("--decision-log: %w", err)
-	}
-	switch u.Scheme {
-	case "http", "https":
-		if u.Host == "" {
-			return false, fmt.Errorf("--decision-log %q: no host", o.Target)
-		}
-		return true, nil
-	}
-	return false, fmt.Errorf("--decision-log %q: want stdout, a file path or an http(s):// URL", o.Target)
-}
-
-// check refuses decision log settings that name nothing, or that would
-// send a token in clear.
-func (o DecisionLogOptions) check(verbs bool) error {
-	if !o.On() {
-		return nil
-	}
-	if !verbs {
-		return errors.New("--decision-log needs the verbs: without them regosched makes no decision to log")
-	}
-	if o.SampleRate < 0 || o.SampleRate > 1 {
-		return fmt.Errorf("--decision-log-sample=%v: want a share between 0 and 1", o.SampleRate)
-	}
-	switch o.MaskMode {
-	case "", string(decisionlog.MaskDrop), string(decisionlog.MaskReplace):
-	default:
-		return fmt.Errorf("--decision-log-mask-mode=%q: want %s or %s", o.MaskMode, decisionlog.MaskDrop, decisionlog.MaskReplace)
-	}
-	if o.BufferEvents < 0 || o.FlushInterval < 0 || o.UploadLimitBytes < 0 || o.Timeout < 0 || o.MaxRetries < 0 {
-		return errors.New("--decision-log-buffer-size, -flush-interval, -upload-limit-bytes, -timeout and -max-retries cannot be negative")
-	}
-	isHTTP, err := o.http()
-	if err != nil {
-		return err
-	}
-	if !isHTTP && (o.CACertFile != "" || o.BearerTokenFile != "" || o.Insecure) {
-		return errors.New("--decision-log-ca-cert, --decision-log-bearer-token-file and --decision-log-insecure are for an http(s):// --decision-log")
-	}
-	if isHTTP && strings.HasPrefix(o.Target, "http://") && o.BearerTokenFile != "" && !o.Insecure {
-		return errors.New("--decision-log-bearer-token-file with an http:// --decision-log would send the token in clear: use https, or --decision-log-insecure")
-	}
-	return nil
+// decisionLogFlags names the decision log's settings as serve's flags.
+func decisionLogFlags(setting string) string {
+	return map[string]string{
+		decisionlog.SettingTarget:           "--decision-log",
+		decisionlog.SettingSample:           "--decision-log-sample",
+		decisionlog.SettingMaskMode:         "--decision-log-mask-mode",
+		decisionlog.SettingBufferSize:       "--decision-log-buffer-size",
+		decisionlog.SettingFlushInterval:    "--decision-log-flush-interval",
+		decisionlog.SettingUploadLimitBytes: "--decision-log-upload-limit-bytes",
+		decisionlog.SettingTimeout:          "--decision-log-timeout",
+		decisionlog.SettingMaxRetries:       "--decision-log-max-retries",
+		decisionlog.SettingCACert:           "--decision-log-ca-cert",
+		decisionlog.SettingBearerTokenFile:  "--decision-log-bearer-token-file",
+		decisionlog.SettingInsecure:         "--decision-log-insecure",
+	}[setting]
 }
 
 // check refuses settings that would leave a door open, before anything is
 // built.
 func (o Options) check() error {
-	if err := o.DecisionLog.check(o.Verbs); err != nil {
+	if o.DecisionLog.On() && !o.Verbs {
+		return errors.New("--decision-log needs the verbs: without them regosched makes no decision to log")
+	}
+	if err := o.DecisionLog.Check(decisionLogFlags); err != nil {
 		return err
 	}
 	if o.ShadowPolicy != "" && !o.Verbs {

@@ -2,15 +2,10 @@ package plugin
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
-	"net/url"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,132 +77,44 @@ type DecisionLogArgs struct {
 	Insecure         bool   `json:"insecure,omitempty"`
 }
 
-// Defaults of DecisionLogArgs, those of `regosched serve`'s flags.
-const (
-	decisionLogStdout         = "stdout"
-	defaultDecisionLogTimeout = 10 * time.Second
-	// decisionLogCloseTimeout bounds the last flush when the scheduler
-	// stops, so that a stalled collector cannot hold its shutdown.
-	decisionLogCloseTimeout = 5 * time.Second
-)
-
-// decisionLogConfig checks a and opens its sink: a decisionlog.Config with
-// the settings, its Sink nil when a is off. Errors name the arg.
+// decisionLogConfig checks a and opens its sink, as serve checks and
+// opens its --decision-log* flags (decisionlog.Settings): a
+// decisionlog.Config with the settings, its Sink nil when a is off. Errors
+// name the arg.
 func (a *DecisionLogArgs) decisionLogConfig() (decisionlog.Config, error) {
 	if a == nil || a.Target == "" {
 		return decisionlog.Config{}, nil
 	}
-	bad := func(format string, args ...any) (decisionlog.Config, error) {
-		return decisionlog.Config{}, fmt.Errorf("%s args: decisionLog.%s", Name, fmt.Sprintf(format, args...))
+	name := func(setting string) string { return "decisionLog." + setting }
+	set := decisionlog.Settings{
+		Target: a.Target, SampleRate: 1, MaskLabels: a.MaskLabels, MaskMode: a.MaskMode,
+		BufferEvents: a.BufferSize, UploadLimitBytes: a.UploadLimitBytes, MaxRetries: decisionlog.DefaultMaxRetries,
+		CACertFile: a.CACert, BearerTokenFile: a.BearerTokenFile, Insecure: a.Insecure,
 	}
-	sample := 1.0
 	if a.Sample != nil {
-		sample = *a.Sample
+		set.SampleRate = *a.Sample
 	}
-	if math.IsNaN(sample) || sample < 0 || sample > 1 {
-		return bad("sample %v: want a share between 0 and 1", sample)
+	if a.MaxRetries != nil {
+		set.MaxRetries = *a.MaxRetries
 	}
-	switch decisionlog.MaskMode(a.MaskMode) {
-	case "", decisionlog.MaskDrop, decisionlog.MaskReplace:
-	default:
-		return bad("maskMode %q: want %s or %s", a.MaskMode, decisionlog.MaskDrop, decisionlog.MaskReplace)
+	var err error
+	if set.FlushInterval, err = positiveDuration(a.FlushInterval); err != nil {
+		return decisionlog.Config{}, fmt.Errorf("%s args: %s: %w", Name, name(decisionlog.SettingFlushInterval), err)
 	}
-	if a.BufferSize < 0 || a.UploadLimitBytes < 0 || (a.MaxRetries != nil && *a.MaxRetries < 0) {
-		return bad("bufferSize, uploadLimitBytes and maxRetries cannot be negative")
+	if set.Timeout, err = positiveDuration(a.Timeout); err != nil {
+		return decisionlog.Config{}, fmt.Errorf("%s args: %s: %w", Name, name(decisionlog.SettingTimeout), err)
 	}
-	flush, err := positiveDuration(a.FlushInterval, decisionlog.DefaultFlushInterval)
+	cfg, err := set.Config(name)
 	if err != nil {
-		return bad("flushInterval: %v", err)
-	}
-	timeout, err := positiveDuration(a.Timeout, defaultDecisionLogTimeout)
-	if err != nil {
-		return bad("timeout: %v", err)
-	}
-	isHTTP, err := httpTarget(a.Target)
-	if err != nil {
-		return bad("target: %v", err)
-	}
-	if !isHTTP && (a.CACert != "" || a.BearerTokenFile != "" || a.Insecure || a.Timeout != "" ||
-		a.MaxRetries != nil || a.UploadLimitBytes != 0) {
-		return bad("target %q: caCert, bearerTokenFile, insecure, timeout, maxRetries and uploadLimitBytes are for an http(s):// target", a.Target)
-	}
-	if isHTTP && strings.HasPrefix(a.Target, "http://") && a.BearerTokenFile != "" && !a.Insecure {
-		return bad("bearerTokenFile with an http:// target would send the token in clear: use https, or insecure: true")
-	}
-	cfg := decisionlog.Config{
-		SampleRate: sample, MaskLabels: a.MaskLabels, MaskMode: decisionlog.MaskMode(a.MaskMode),
-		MaxEvents: a.BufferSize, FlushInterval: flush,
-	}
-	switch {
-	case a.Target == decisionLogStdout:
-		cfg.Sink = decisionlog.NewWriterSink(os.Stdout)
-	case !isHTTP:
-		if cfg.Sink, err = decisionlog.NewFileSink(a.Target); err != nil {
-			return bad("target: %v", err)
-		}
-	default:
-		if cfg.Sink, err = a.httpSink(timeout); err != nil {
-			return bad("%v", err)
-		}
+		return decisionlog.Config{}, fmt.Errorf("%s args: %w", Name, err)
 	}
 	return cfg, nil
 }
 
-// httpSink is the sink of an http(s) target, as serve builds it.
-func (a *DecisionLogArgs) httpSink(timeout time.Duration) (decisionlog.Sink, error) {
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	if a.CACert != "" {
-		pem, err := os.ReadFile(a.CACert)
-		if err != nil {
-			return nil, fmt.Errorf("caCert: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("caCert %s: no PEM certificate in it", a.CACert)
-		}
-		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	}
-	retries := decisionlog.DefaultMaxRetries
-	if a.MaxRetries != nil {
-		retries = *a.MaxRetries
-	}
-	if retries == 0 {
-		retries = -1 // the sink's 0 means its default; the arg's means none
-	}
-	sink, err := decisionlog.NewHTTPSink(decisionlog.HTTPConfig{
-		URL: a.Target, Client: &http.Client{Timeout: timeout, Transport: transport},
-		UploadSizeLimitBytes: a.UploadLimitBytes, MaxRetries: retries, BearerTokenFile: a.BearerTokenFile,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("target: %w", err)
-	}
-	return sink, nil
-}
-
-// httpTarget reports whether target is an HTTP service, and refuses a URL
-// of another scheme rather than take it for a file path.
-func httpTarget(target string) (bool, error) {
-	if !strings.Contains(target, "://") {
-		return false, nil // a file path, or stdout
-	}
-	u, err := url.Parse(target)
-	if err != nil {
-		return false, fmt.Errorf("%q: %w", target, err)
-	}
-	switch u.Scheme {
-	case "http", "https":
-		if u.Host == "" {
-			return false, fmt.Errorf("%q: no host", target)
-		}
-		return true, nil
-	}
-	return false, fmt.Errorf("%q: want stdout, a file path or an http(s):// URL", target)
-}
-
-// positiveDuration parses s, def when empty.
-func positiveDuration(s string, def time.Duration) (time.Duration, error) {
+// positiveDuration parses s; empty is 0, the setting's default.
+func positiveDuration(s string) (time.Duration, error) {
 	if s == "" {
-		return def, nil
+		return 0, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
@@ -247,10 +154,10 @@ func (pl *Regosched) startDecisionLog(ctx context.Context, cfg decisionlog.Confi
 }
 
 // closeDecisionLog sends what the logger holds, within
-// decisionLogCloseTimeout; a collector that does not take it costs those
+// decisionlog.CloseTimeout; a collector that does not take it costs those
 // events (counted), not a stuck shutdown.
 func closeDecisionLog(l *decisionlog.Logger) error {
-	ctx, cancel := context.WithTimeout(context.Background(), decisionLogCloseTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), decisionlog.CloseTimeout)
 	defer cancel()
 	if err := l.Close(ctx); err != nil {
 		return fmt.Errorf("%s: closing the decision log: %w", Name, err)
