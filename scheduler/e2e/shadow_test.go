@@ -32,32 +32,6 @@ import (
 	ls "github.com/regosched/regosched/test/localstack"
 )
 
-// shadowStep is one pod of the scenario, placed after the ones before it,
-// with the candidate nodes the active policy allows and the shadow denies.
-type shadowStep struct {
-	name, role, shard string
-	disagree          int
-}
-
-// shadowScenario is test/e2e's for the extender: one Redis cluster on two
-// nodes, where the active (default) policy leaves each pod after the
-// first exactly one node and the shadow (the default plus "every two pods
-// of a cluster apart") denies both once a peer stands on each.
-var shadowScenario = []shadowStep{
-	{name: "cache-0-master", role: "master", shard: "0"},
-	{name: "cache-0-replica", role: "replica", shard: "0"},
-	{name: "cache-1-master", role: "master", shard: "1", disagree: 1},
-	{name: "cache-1-replica", role: "replica", shard: "1", disagree: 1},
-	{name: "cache-0-replica-b", role: "replica", shard: "0", disagree: 1},
-	{name: "cache-0-replica-c", role: "replica", shard: "0", disagree: 1},
-}
-
-// shadowTogether is how the active policy must place the scenario.
-var shadowTogether = [][]string{
-	{"cache-0-master", "cache-1-replica"},
-	{"cache-0-replica", "cache-0-replica-b", "cache-0-replica-c", "cache-1-master"},
-}
-
 // TestPluginShadowRolloutCountsAndEnforcesNothing: regosched-scheduler
 // with the plugin arg shadowPolicy (a bundle that denies more) places the
 // scenario exactly as regosched-scheduler without it, every pod bound,
@@ -90,14 +64,14 @@ func TestPluginShadowRolloutCountsAndEnforcesNothing(t *testing.T) {
 	on := placeScenario(t, pc.c, nsOn)
 
 	for _, got := range []map[string]string{off, on} {
-		if diff := cmp.Diff(shadowTogether, together(got)); diff != "" {
+		if diff := cmp.Diff(ls.ShadowTogether(), ls.Together(got)); diff != "" {
 			t.Errorf("pods sharing a node (-want +got):\n%s", diff)
 		}
 	}
 
 	want := 0
-	for _, s := range shadowScenario {
-		want += s.disagree
+	for _, s := range ls.ShadowScenario() {
+		want += s.Disagree
 	}
 	filter := `regosched_shadow_disagreements_total{verb="filter"}`
 	var counts map[string]float64
@@ -126,9 +100,9 @@ func TestPluginShadowRolloutCountsAndEnforcesNothing(t *testing.T) {
 	t.Logf("%d pods placed with the shadow as without it; %v filter disagreements counted", len(on), counts[filter])
 
 	var wantLines, gotLines []string
-	for _, s := range shadowScenario {
-		for range s.disagree {
-			wantLines = append(wantLines, fmt.Sprintf("filter %s/%s on %s: active allowed, shadow denied", nsOn, s.name, on[s.name]))
+	for _, s := range ls.ShadowScenario() {
+		for range s.Disagree {
+			wantLines = append(wantLines, fmt.Sprintf("filter %s/%s on %s: active allowed, shadow denied", nsOn, s.Name, on[s.Name]))
 		}
 	}
 	raw, err := os.ReadFile(sched.LogPath)
@@ -151,8 +125,8 @@ func TestPluginShadowRolloutCountsAndEnforcesNothing(t *testing.T) {
 func placeScenario(t *testing.T, c *localcluster.Cluster, ns string) map[string]string {
 	t.Helper()
 	placed := map[string]string{}
-	for _, s := range shadowScenario {
-		p, err := c.Client().CoreV1().Pods(ns).Create(t.Context(), ls.RedisPod(ns, "cache", s.name, s.role, s.shard), metav1.CreateOptions{})
+	for _, s := range ls.ShadowScenario() {
+		p, err := c.Client().CoreV1().Pods(ns).Create(t.Context(), s.Pod(ns), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,32 +135,16 @@ func placeScenario(t *testing.T, c *localcluster.Cluster, ns string) map[string]
 			if err != nil {
 				return false, err
 			}
-			placed[s.name] = got.Spec.NodeName
+			placed[s.Name] = got.Spec.NodeName
 			return got.Spec.NodeName != "", nil
 		})
 		if err != nil {
 			reason, _ := ls.FailedSchedulingReason(t.Context(), c.Client(), p)
-			t.Fatalf("%s/%s not bound: %v (last FailedScheduling: %s)", ns, s.name, err, reason)
+			t.Fatalf("%s/%s not bound: %v (last FailedScheduling: %s)", ns, s.Name, err, reason)
 		}
-		t.Logf("%s/%s -> %s", ns, s.name, placed[s.name])
+		t.Logf("%s/%s -> %s", ns, s.Name, placed[s.Name])
 	}
 	return placed
-}
-
-// together groups the pods by node, each group sorted, the groups by
-// their first pod.
-func together(placed map[string]string) [][]string {
-	byNode := map[string][]string{}
-	for pod, node := range placed {
-		byNode[node] = append(byNode[node], pod)
-	}
-	var groups [][]string
-	for _, g := range byNode {
-		slices.Sort(g)
-		groups = append(groups, g)
-	}
-	slices.SortFunc(groups, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
-	return groups
 }
 
 // withShadowPolicy sets the Regosched plugin's arg shadowPolicy to dir in

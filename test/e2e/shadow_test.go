@@ -22,37 +22,6 @@ import (
 	ls "github.com/regosched/regosched/test/localstack"
 )
 
-// shadowStep is one pod of the shadow rollout's scenario, placed after the
-// ones before it, and what the stricter shadow policy says of it.
-type shadowStep struct {
-	name, role, shard string
-	// disagree is the number of candidate nodes the active policy allows
-	// and the shadow denies when the pod is filtered.
-	disagree int
-}
-
-// shadowScenario is one Redis cluster on two nodes, confined there, each
-// pod placed after the last is bound: the active (default) policy leaves
-// each pod after the first exactly one node, and the shadow policy (the
-// default plus "every two pods of a cluster apart") denies both nodes to
-// every pod once a peer stands on each. Its two shards are one master
-// each, then more replicas of shard 0 than the nodes could hold apart.
-var shadowScenario = []shadowStep{
-	{name: "cache-0-master", role: "master", shard: "0"},                // no peer: the shadow is not asked
-	{name: "cache-0-replica", role: "replica", shard: "0"},              // both deny the master's node
-	{name: "cache-1-master", role: "master", shard: "1", disagree: 1},   // the replica's node: the shadow alone denies it
-	{name: "cache-1-replica", role: "replica", shard: "1", disagree: 1}, // the first master's node
-	{name: "cache-0-replica-b", role: "replica", shard: "0", disagree: 1},
-	{name: "cache-0-replica-c", role: "replica", shard: "0", disagree: 1},
-}
-
-// shadowTogether is how the active policy must place the scenario, as
-// groups of pods sharing a node, whichever node the first master took.
-var shadowTogether = [][]string{
-	{"cache-0-master", "cache-1-replica"},
-	{"cache-0-replica", "cache-0-replica-b", "cache-0-replica-c", "cache-1-master"},
-}
-
 // TestShadowRolloutCountsAndEnforcesNothing is issue 38's shadow rollout
 // on the real control plane: the scenario is placed once by the deployed
 // regosched, then again by a regosched serving with --shadow-policy, a
@@ -81,14 +50,14 @@ func TestShadowRolloutCountsAndEnforcesNothing(t *testing.T) {
 	// Nothing was enforced: the shadow would have refused every node that
 	// holds a peer, yet the pods share them as without it.
 	for _, got := range []map[string]string{off, on} {
-		if diff := cmp.Diff(shadowTogether, together(got)); diff != "" {
+		if diff := cmp.Diff(ls.ShadowTogether(), ls.Together(got)); diff != "" {
 			t.Errorf("pods sharing a node (-want +got):\n%s", diff)
 		}
 	}
 
 	want := 0
-	for _, s := range shadowScenario {
-		want += s.disagree
+	for _, s := range ls.ShadowScenario() {
+		want += s.Disagree
 	}
 	// The shadow judges off the request: wait for its queue to drain.
 	var counts map[string]float64
@@ -119,9 +88,9 @@ func TestShadowRolloutCountsAndEnforcesNothing(t *testing.T) {
 	// Each disagreement names the pod and the very node it was bound to:
 	// allowed by the active policy, denied by the shadow's extra rule.
 	var wantLines, gotLines []string
-	for _, s := range shadowScenario {
-		for range s.disagree {
-			wantLines = append(wantLines, fmt.Sprintf("filter %s/%s on %s: active allowed, shadow denied", nsOn, s.name, on[s.name]))
+	for _, s := range ls.ShadowScenario() {
+		for range s.Disagree {
+			wantLines = append(wantLines, fmt.Sprintf("filter %s/%s on %s: active allowed, shadow denied", nsOn, s.Name, on[s.Name]))
 		}
 	}
 	for _, e := range shadowLogLines(t, logFrom) {
@@ -142,26 +111,10 @@ func TestShadowRolloutCountsAndEnforcesNothing(t *testing.T) {
 func placeShadowScenario(t *testing.T, ctx context.Context, ns string, nodes []string) map[string]string {
 	t.Helper()
 	placed := map[string]string{}
-	for _, s := range shadowScenario {
-		placed[s.name] = place(t, ctx, ls.OnNodes(ls.RedisPod(ns, "cache", s.name, s.role, s.shard), nodes...))
+	for _, s := range ls.ShadowScenario() {
+		placed[s.Name] = place(t, ctx, ls.OnNodes(s.Pod(ns), nodes...))
 	}
 	return placed
-}
-
-// together groups the pods by node, each group sorted, the groups by
-// their first pod.
-func together(placed map[string]string) [][]string {
-	byNode := map[string][]string{}
-	for pod, node := range placed {
-		byNode[node] = append(byNode[node], pod)
-	}
-	var groups [][]string
-	for _, g := range byNode {
-		slices.Sort(g)
-		groups = append(groups, g)
-	}
-	slices.SortFunc(groups, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
-	return groups
 }
 
 // shadowCounters reads the shadow's counters from regosched's /metrics,
