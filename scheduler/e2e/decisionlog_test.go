@@ -21,28 +21,6 @@ import (
 	ls "github.com/regosched/regosched/test/localstack"
 )
 
-// dlEvent is what the test reads of an OPA decision log event.
-type dlEvent struct {
-	DecisionID string                       `json:"decision_id"`
-	Path       string                       `json:"path"`
-	Bundles    map[string]map[string]string `json:"bundles"`
-	Input      struct {
-		Pod struct {
-			Namespace string `json:"namespace"`
-			Name      string `json:"name"`
-		} `json:"pod"`
-	} `json:"input"`
-	Result struct {
-		Outcome string `json:"outcome"`
-		Node    string `json:"node"`
-		Denied  []struct {
-			Node string `json:"node"`
-			Rule string `json:"rule"`
-			Peer string `json:"peer"`
-		} `json:"denied"`
-	} `json:"result"`
-}
-
 // dlBurst creates a burst of 48 pods with rules in ns at once on nodes
 // nodes and waits until every pod is bound; it returns the pods as bound
 // and the time from the first create to the last binding.
@@ -172,10 +150,10 @@ func pluginDecisionLog(t *testing.T, pc pluginCluster, nodes int) time.Duration 
 	bound, took := dlBurst(t, pc, ns, nodes)
 
 	// A pod's bind event is its last; flushes come every 200ms.
-	var events []dlEvent
+	var events []decisionlogtest.Event
 	var missing []string
 	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		events = decisionlogtest.Events[dlEvent](t, rcv)
+		events = decisionlogtest.Events[decisionlogtest.Event](t, rcv)
 		boundEvent := map[string]bool{}
 		for _, e := range events {
 			if e.Path == "regosched/bind" && e.Result.Outcome == "bound" && e.Input.Pod.Namespace == ns {
@@ -193,7 +171,7 @@ func pluginDecisionLog(t *testing.T, pc pluginCluster, nodes int) time.Duration 
 	if err != nil {
 		t.Fatalf("no bound bind event for %d pods: %s", len(missing), strings.Join(missing, ", "))
 	}
-	events = decisionlogtest.Events[dlEvent](t, rcv)
+	events = decisionlogtest.Events[decisionlogtest.Event](t, rcv)
 	if problems := rcv.Problems(); len(problems) > 0 {
 		t.Errorf("the receiver refused uploads: %s", strings.Join(problems, "; "))
 	}

@@ -33,24 +33,36 @@ func BenchmarkCycle(b *testing.B) {
 			pod := redis("cache-3-master", "master", "3", 0, "")
 			ctx := context.Background()
 			for b.Loop() {
-				cs := framework.NewCycleState()
-				if _, st := pl.PreFilter(ctx, cs, pod, nil); !st.IsSuccess() {
-					b.Fatal(st)
-				}
-				for _, ni := range infos {
-					_ = pl.Filter(ctx, cs, pod, ni)
-				}
-				if st := pl.PreScore(ctx, cs, pod, nil); !st.IsSuccess() {
-					b.Fatal(st)
-				}
-				for _, ni := range infos {
-					if _, st := pl.Score(ctx, cs, pod, ni); !st.IsSuccess() {
-						b.Fatal(st)
-					}
-				}
+				benchCycle(ctx, b, pl, pod, infos, nil)
 			}
 		})
 	}
+}
+
+// benchCycle runs pod's scheduling cycle over infos as the framework does
+// up to scoring: PreFilter, Filter on every node, PreScore, and Score on
+// every node, into scores when it is not nil. It returns the cycle's state.
+func benchCycle(ctx context.Context, b *testing.B, pl *Regosched, pod *corev1.Pod, infos []fwk.NodeInfo, scores fwk.NodeScoreList) fwk.CycleState {
+	cs := framework.NewCycleState()
+	if _, st := pl.PreFilter(ctx, cs, pod, infos); !st.IsSuccess() {
+		b.Fatal(st)
+	}
+	for _, ni := range infos {
+		_ = pl.Filter(ctx, cs, pod, ni)
+	}
+	if st := pl.PreScore(ctx, cs, pod, infos); !st.IsSuccess() {
+		b.Fatal(st)
+	}
+	for i, ni := range infos {
+		s, st := pl.Score(ctx, cs, pod, ni)
+		if !st.IsSuccess() {
+			b.Fatal(st)
+		}
+		if scores != nil {
+			scores[i] = fwk.NodeScore{Name: ni.Node().Name, Score: s}
+		}
+	}
+	return cs
 }
 
 // benchPlugin is the plugin over nodes nodes in three zones with cluster

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/regosched/regosched/internal/decisionlog"
 )
@@ -51,23 +50,7 @@ func BenchmarkCycleDecisionLog(b *testing.B) {
 				ctx := context.Background()
 				scores := make(fwk.NodeScoreList, len(infos))
 				for b.Loop() {
-					cs := framework.NewCycleState()
-					if _, st := pl.PreFilter(ctx, cs, pod, infos); !st.IsSuccess() {
-						b.Fatal(st)
-					}
-					for _, ni := range infos {
-						_ = pl.Filter(ctx, cs, pod, ni)
-					}
-					if st := pl.PreScore(ctx, cs, pod, infos); !st.IsSuccess() {
-						b.Fatal(st)
-					}
-					for i, ni := range infos {
-						s, st := pl.Score(ctx, cs, pod, ni)
-						if !st.IsSuccess() {
-							b.Fatal(st)
-						}
-						scores[i] = fwk.NodeScore{Name: ni.Node().Name, Score: s}
-					}
+					cs := benchCycle(ctx, b, pl, pod, infos, scores)
 					if st := pl.NormalizeScore(ctx, cs, pod, scores); !st.IsSuccess() {
 						b.Fatal(st)
 					}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/regosched/regosched/internal/policy"
 	"github.com/regosched/regosched/internal/policy/policytest"
@@ -53,21 +52,7 @@ func BenchmarkCycleShadow(b *testing.B) {
 				pod := redis("cache-3-master", "master", "3", 0, "")
 				ctx := context.Background()
 				for b.Loop() {
-					cs := framework.NewCycleState()
-					if _, st := pl.PreFilter(ctx, cs, pod, infos); !st.IsSuccess() {
-						b.Fatal(st)
-					}
-					for _, ni := range infos {
-						_ = pl.Filter(ctx, cs, pod, ni)
-					}
-					if st := pl.PreScore(ctx, cs, pod, nil); !st.IsSuccess() {
-						b.Fatal(st)
-					}
-					for _, ni := range infos {
-						if _, st := pl.Score(ctx, cs, pod, ni); !st.IsSuccess() {
-							b.Fatal(st)
-						}
-					}
+					benchCycle(ctx, b, pl, pod, infos, nil)
 				}
 			})
 		}

@@ -26,28 +26,6 @@ import (
 // pods on burstNodes nodes) to make the 48-pod burst of the issue.
 const dlBurstExtra = 4
 
-// dlEvent is what the test reads of an OPA decision log event.
-type dlEvent struct {
-	DecisionID string                       `json:"decision_id"`
-	Path       string                       `json:"path"`
-	Bundles    map[string]map[string]string `json:"bundles"`
-	Input      struct {
-		Pod struct {
-			Namespace string `json:"namespace"`
-			Name      string `json:"name"`
-		} `json:"pod"`
-	} `json:"input"`
-	Result struct {
-		Outcome string `json:"outcome"`
-		Node    string `json:"node"`
-		Denied  []struct {
-			Node string `json:"node"`
-			Rule string `json:"rule"`
-			Peer string `json:"peer"`
-		} `json:"denied"`
-	} `json:"result"`
-}
-
 // dlBurst creates burst_test.go's burst plus dlBurstExtra plain pods at
 // once, and waits until every pod is bound, relieving dead ends as
 // runBurst does. It returns the pods and the time from the first create
@@ -168,10 +146,10 @@ func TestDecisionLog(t *testing.T) {
 		pods, took = dlBurst(t, ctx, ns)
 
 		// Every pod's last decision is its bind; flushes come every 200ms.
-		var events []dlEvent
+		var events []decisionlogtest.Event
 		var missing []string
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			events = decisionlogtest.Events[dlEvent](t, rcv)
+			events = decisionlogtest.Events[decisionlogtest.Event](t, rcv)
 			bound := map[string]bool{}
 			for _, e := range events {
 				if e.Path == "regosched/bind" && e.Result.Outcome == "bound" && e.Input.Pod.Namespace == ns {
@@ -189,7 +167,7 @@ func TestDecisionLog(t *testing.T) {
 		if err != nil {
 			t.Fatalf("no bound bind event for %d pods: %s", len(missing), strings.Join(missing, ", "))
 		}
-		events, uploads, problems := decisionlogtest.Events[dlEvent](t, rcv), rcv.Uploads(), rcv.Problems()
+		events, uploads, problems := decisionlogtest.Events[decisionlogtest.Event](t, rcv), rcv.Uploads(), rcv.Problems()
 		if len(problems) > 0 {
 			t.Errorf("the receiver refused uploads: %s", strings.Join(problems, "; "))
 		}

@@ -157,3 +157,27 @@ func Events[T any](t testing.TB, r *Receiver) []T {
 	}
 	return out
 }
+
+// Event is what end-to-end tests read of an event, as OPA's EventV1
+// encodes it: who decided, about which pod, under which bundle revision,
+// and the result with its denials.
+type Event struct {
+	DecisionID string                       `json:"decision_id"`
+	Path       string                       `json:"path"`
+	Bundles    map[string]map[string]string `json:"bundles"`
+	Input      struct {
+		Pod struct {
+			Namespace string `json:"namespace"`
+			Name      string `json:"name"`
+		} `json:"pod"`
+	} `json:"input"`
+	Result struct {
+		Outcome string `json:"outcome"`
+		Node    string `json:"node"`
+		Denied  []struct {
+			Node string `json:"node"`
+			Rule string `json:"rule"`
+			Peer string `json:"peer"`
+		} `json:"denied"`
+	} `json:"result"`
+}
