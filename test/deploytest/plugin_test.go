@@ -19,6 +19,7 @@ import (
 // the chart must write these names and no other.
 type pluginArgs struct {
 	Policy                   string             `json:"policy,omitempty"`
+	ShadowPolicy             string             `json:"shadowPolicy,omitempty"`
 	PolicyData               string             `json:"policyData,omitempty"`
 	PolicyPoll               string             `json:"policyPoll,omitempty"`
 	PolicyMinDelay           string             `json:"policyMinDelay,omitempty"`
@@ -210,6 +211,13 @@ func TestChartPluginMode(t *testing.T) {
 			volumes: []string{"policy-verification-key", "policy-bearer-token"},
 		},
 		{
+			// The companion answers no verbs, so it gets no --shadow-policy.
+			name:   "shadow policy",
+			set:    []string{"policy.shadowUrl=https://bundles.example.com/shadow.tar.gz"},
+			want:   pluginArgs{ShadowPolicy: "https://bundles.example.com/shadow.tar.gz", LogLevel: "info"},
+			weight: 5,
+		},
+		{
 			// A key id that YAML would read as a number stays a string.
 			name: "key in values, numeric key id, plain http allowed",
 			set: []string{
@@ -358,6 +366,9 @@ func TestChartPluginMode(t *testing.T) {
 				t.Fatalf("extender args %v lack --soft-rules=filter", wantArgs)
 			}
 			wantArgs[i] = "--verbs=false"
+			// The shadow is judged beside the plugin's filter, not the
+			// companion's, which has no verbs.
+			wantArgs = slices.DeleteFunc(wantArgs, func(a any) bool { return strings.HasPrefix(a.(string), "--shadow-policy=") })
 			companion := container(t, objs, "regosched")
 			if diff := cmp.Diff(wantArgs, companion["args"]); diff != "" {
 				t.Errorf("companion args (-want +got):\n%s", diff)
@@ -589,6 +600,8 @@ func TestChartPluginRefusesValues(t *testing.T) {
 			setJSON: []string{`extraVolumeMounts=[{"name":"bundle","mountPath":"/etc/regosched/bundle"}]`, `extraVolumes=[{"name":"bundle","emptyDir":{}}]`},
 			want:    "policy.url=/etc/regosched/bundle/policy.tar.gz is a file the scheduler reads with mode plugin: mount it into the scheduler with scheduler.extraVolumes",
 		},
+		{name: "shadow bundle path not mounted into the scheduler", set: []string{"policy.shadowUrl=/etc/shadow/bundle.tar.gz"},
+			want: "policy.shadowUrl=/etc/shadow/bundle.tar.gz is a file the scheduler reads with mode plugin"},
 		{name: "CA not mounted into the scheduler", set: []string{"plugin.args.policyCACert=/etc/ca/ca.crt"}, want: "plugin.args.policyCACert=/etc/ca/ca.crt is a file the scheduler reads"},
 		{name: "decision log file not mounted into the scheduler", set: []string{"decisionLog.target=/var/log/regosched/decisions.log"},
 			want: "decisionLog.target=/var/log/regosched/decisions.log is a file the scheduler reads"},

@@ -85,6 +85,11 @@ func TestChartValues(t *testing.T) {
 			},
 		},
 		{
+			name:    "shadow policy",
+			render:  Render{Set: []string{"policy.shadowUrl=https://bundles.example.com/shadow.tar.gz"}},
+			addArgs: []any{"--shadow-policy=https://bundles.example.com/shadow.tar.gz"},
+		},
+		{
 			name: "policyData",
 			render: Render{SetJSON: []string{
 				`policyData={"weights":{"node_spread":3},"workloads":{"elasticsearch":null}}`,

@@ -233,6 +233,7 @@ come from plugin.args.
 */}}
 {{- define "regosched.derivedPluginArgs" -}}
 policy: policy.url
+shadowPolicy: policy.shadowUrl
 policyData: policyData
 policyBearerTokenFile: policy.bearerToken
 policyInsecure: policy.insecure
@@ -282,6 +283,10 @@ profiles:
         args:
           {{- with .Values.policy.url }}
           policy: {{ . | quote }}
+          {{- end }}
+          {{- with .Values.policy.shadowUrl }}
+          # Judged beside policy, never enforced (docs/operations.md#shadow-rollout).
+          shadowPolicy: {{ . | quote }}
           {{- end }}
           {{- if .Values.policyData }}
           # ConfigMap {{ include "regosched.fullname" . }}-policy-data.
@@ -376,6 +381,11 @@ never sync: docs/compatibility.md). */}}
 {{- with .Values.policy.url }}
 {{- if not (regexMatch "^https?://" .) }}
 {{- $_ := set $paths "policy.url" . }}
+{{- end }}
+{{- end }}
+{{- with .Values.policy.shadowUrl }}
+{{- if not (regexMatch "^https?://" .) }}
+{{- $_ := set $paths "policy.shadowUrl" . }}
 {{- end }}
 {{- end }}
 {{- with .Values.plugin.args.policyCACert }}
