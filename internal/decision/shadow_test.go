@@ -17,28 +17,6 @@ import (
 	"github.com/regosched/regosched/internal/shadow"
 )
 
-// counterValue reads the counter name{verb} from reg.
-func counterValue(t *testing.T, reg prometheus.Gatherer, name, verb string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "verb" && l.GetValue() == verb {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
-}
-
 // TestShadowNeverChangesTheAnswer: a shadow policy that denies more is
 // counted and logged, and filter answers as without it.
 func TestShadowNeverChangesTheAnswer(t *testing.T) {
@@ -97,10 +75,10 @@ func TestShadowNeverChangesTheAnswer(t *testing.T) {
 			}
 
 			deadline := time.Now().Add(5 * time.Second)
-			for counterValue(t, reg, "regosched_shadow_disagreements_total", "filter") < tt.wantDisagreement && time.Now().Before(deadline) {
+			for counter(t, reg, "regosched_shadow_disagreements_total", "verb", "filter") < tt.wantDisagreement && time.Now().Before(deadline) {
 				time.Sleep(5 * time.Millisecond)
 			}
-			if got := counterValue(t, reg, "regosched_shadow_disagreements_total", "filter"); got != tt.wantDisagreement {
+			if got := counter(t, reg, "regosched_shadow_disagreements_total", "verb", "filter"); got != tt.wantDisagreement {
 				t.Errorf("disagreements = %v, want %v", got, tt.wantDisagreement)
 			}
 			var lines []string

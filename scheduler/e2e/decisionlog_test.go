@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -150,78 +149,12 @@ func pluginDecisionLog(t *testing.T, pc pluginCluster, nodes int) time.Duration 
 	bound, took := dlBurst(t, pc, ns, nodes)
 
 	// A pod's bind event is its last; flushes come every 200ms.
-	var events []decisionlogtest.Event
-	var missing []string
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		events = decisionlogtest.Events[decisionlogtest.Event](t, rcv)
-		boundEvent := map[string]bool{}
-		for _, e := range events {
-			if e.Path == "regosched/bind" && e.Result.Outcome == "bound" && e.Input.Pod.Namespace == ns {
-				boundEvent[e.Input.Pod.Name] = true
-			}
-		}
-		missing = missing[:0]
-		for _, p := range bound {
-			if !boundEvent[p.Name] {
-				missing = append(missing, p.Name)
-			}
-		}
-		return len(missing) == 0, nil
-	})
-	if err != nil {
-		t.Fatalf("no bound bind event for %d pods: %s", len(missing), strings.Join(missing, ", "))
+	names, boundTo := make([]string, len(bound)), map[string]string{}
+	for i, p := range bound {
+		names[i], boundTo[p.Name] = p.Name, p.Spec.NodeName
 	}
-	events = decisionlogtest.Events[decisionlogtest.Event](t, rcv)
-	if problems := rcv.Problems(); len(problems) > 0 {
-		t.Errorf("the receiver refused uploads: %s", strings.Join(problems, "; "))
-	}
-
-	byVerb := map[string]int{}
-	filtered := map[string]bool{}
-	ids := map[string]bool{}
-	boundTo := map[string]string{}
-	for _, p := range bound {
-		boundTo[p.Name] = p.Spec.NodeName
-	}
-	denials, withDenials := 0, 0
-	for _, e := range events {
-		if e.Input.Pod.Namespace != ns {
-			continue
-		}
-		byVerb[e.Path+" "+e.Result.Outcome]++
-		if ids[e.DecisionID] {
-			t.Errorf("decision ID %s given twice", e.DecisionID)
-		}
-		ids[e.DecisionID] = true
-		if e.Bundles["regosched"]["revision"] == "" {
-			t.Errorf("event %s names no policy revision: %v", e.DecisionID, e.Bundles)
-		}
-		switch e.Path {
-		case "regosched/filter":
-			filtered[e.Input.Pod.Name] = true
-		case "regosched/bind":
-			if e.Result.Outcome == "bound" && e.Result.Node != boundTo[e.Input.Pod.Name] {
-				t.Errorf("bind event %s: %s bound to %s, the API server says %s", e.DecisionID, e.Input.Pod.Name, e.Result.Node, boundTo[e.Input.Pod.Name])
-			}
-		}
-		if len(e.Result.Denied) > 0 {
-			withDenials++
-		}
-		for _, d := range e.Result.Denied {
-			denials++
-			if d.Node == "" || d.Rule == "" || !strings.HasPrefix(d.Peer, ns+"/") {
-				t.Errorf("event %s (%s of %s): denial %+v lacks its node, rule or peer", e.DecisionID, e.Path, e.Input.Pod.Name, d)
-			}
-		}
-	}
-	for _, p := range bound {
-		if !filtered[p.Name] {
-			t.Errorf("no filter event for pod %s", p.Name)
-		}
-	}
-	if withDenials == 0 {
-		t.Error("no event denies a node: the burst's rules should turn some nodes away")
-	}
+	events := decisionlogtest.WaitBound(t.Context(), t, rcv, ns, names, 30*time.Second)
+	burst := decisionlogtest.CheckBurst(t, events, ns, boundTo)
 	dropped := droppedEvents(t, metrics)
 	var sum float64
 	for _, v := range dropped {
@@ -230,15 +163,8 @@ func pluginDecisionLog(t *testing.T, pc pluginCluster, nodes int) time.Duration 
 	if sum != 0 {
 		t.Errorf("regosched_decision_logs_dropped_total = %v, want 0", dropped)
 	}
-	verbs := slices.Sorted(func(yield func(string) bool) {
-		for v, n := range byVerb {
-			if !yield(fmt.Sprintf("%s: %d", v, n)) {
-				return
-			}
-		}
-	})
 	t.Logf("48 pods bound in %s (first create to last binding); receiver got %d events in %d uploads (%s), %d denials in %d events; dropped %v",
-		took.Round(time.Millisecond), len(ids), rcv.Uploads(), strings.Join(verbs, ", "), denials, withDenials, dropped)
+		took.Round(time.Millisecond), burst.Decisions, rcv.Uploads(), burst.Verbs(), burst.Denials, burst.WithDenials, dropped)
 	sched.Stop() // the next case runs a scheduler of its own
 	return took
 }

@@ -25,7 +25,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"sigs.k8s.io/yaml"
 
 	"github.com/regosched/regosched/internal/policy/policytest"
 	"github.com/regosched/regosched/test/localcluster"
@@ -60,7 +59,7 @@ func TestPluginShadowRolloutCountsAndEnforcesNothing(t *testing.T) {
 	bundle := policytest.VariantFS(t, policytest.KeepClusterApart)
 	policytest.SetRevision(t, bundle, "stricter-e2e")
 	dir := policytest.WriteDir(t, bundle, t.TempDir())
-	sched, metrics := startWithMetrics(t, pc, withShadowPolicy(t, pc.cfg, dir))
+	sched, metrics := startWithMetrics(t, pc, withPluginArgs(t, pc.cfg, map[string]any{"shadowPolicy": dir}))
 	on := placeScenario(t, pc.c, nsOn)
 
 	for _, got := range []map[string]string{off, on} {
@@ -145,42 +144,6 @@ func placeScenario(t *testing.T, c *localcluster.Cluster, ns string) map[string]
 		t.Logf("%s/%s -> %s", ns, s.Name, placed[s.Name])
 	}
 	return placed
-}
-
-// withShadowPolicy sets the Regosched plugin's arg shadowPolicy to dir in
-// the KubeSchedulerConfiguration cfg.
-func withShadowPolicy(t *testing.T, cfg []byte, dir string) []byte {
-	t.Helper()
-	var doc map[string]any
-	if err := yaml.Unmarshal(cfg, &doc); err != nil {
-		t.Fatal(err)
-	}
-	set := 0
-	profiles, _ := doc["profiles"].([]any)
-	for _, p := range profiles {
-		pcs, _ := p.(map[string]any)["pluginConfig"].([]any)
-		for _, pc := range pcs {
-			entry, _ := pc.(map[string]any)
-			if entry["name"] != "Regosched" {
-				continue
-			}
-			args, _ := entry["args"].(map[string]any)
-			if args == nil {
-				args = map[string]any{}
-				entry["args"] = args
-			}
-			args["shadowPolicy"] = dir
-			set++
-		}
-	}
-	if set == 0 {
-		t.Fatalf("no pluginConfig for Regosched in:\n%s", cfg)
-	}
-	out, err := yaml.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // startWithMetrics runs regosched-scheduler with cfg and a secure port on

@@ -146,75 +146,18 @@ func TestDecisionLog(t *testing.T) {
 		pods, took = dlBurst(t, ctx, ns)
 
 		// Every pod's last decision is its bind; flushes come every 200ms.
-		var events []decisionlogtest.Event
-		var missing []string
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			events = decisionlogtest.Events[decisionlogtest.Event](t, rcv)
-			bound := map[string]bool{}
-			for _, e := range events {
-				if e.Path == "regosched/bind" && e.Result.Outcome == "bound" && e.Input.Pod.Namespace == ns {
-					bound[e.Input.Pod.Name] = true
-				}
-			}
-			missing = missing[:0]
-			for _, p := range pods {
-				if !bound[p.Name] {
-					missing = append(missing, p.Name)
-				}
-			}
-			return len(missing) == 0, nil
-		})
-		if err != nil {
-			t.Fatalf("no bound bind event for %d pods: %s", len(missing), strings.Join(missing, ", "))
+		names, nodes := make([]string, len(pods)), map[string]string{}
+		for i, p := range pods {
+			names[i], nodes[p.Name] = p.Name, p.Spec.NodeName
 		}
-		events, uploads, problems := decisionlogtest.Events[decisionlogtest.Event](t, rcv), rcv.Uploads(), rcv.Problems()
-		if len(problems) > 0 {
-			t.Errorf("the receiver refused uploads: %s", strings.Join(problems, "; "))
-		}
-
-		byVerb := map[string]int{}
-		filtered := map[string]bool{}
-		ids := map[string]bool{}
-		denials, withDenials := 0, 0
-		for _, e := range events {
-			if e.Input.Pod.Namespace != ns {
-				continue
-			}
-			byVerb[e.Path]++
-			if ids[e.DecisionID] {
-				t.Errorf("decision ID %s given twice", e.DecisionID)
-			}
-			ids[e.DecisionID] = true
-			if e.Bundles["regosched"]["revision"] == "" {
-				t.Errorf("event %s names no policy revision: %v", e.DecisionID, e.Bundles)
-			}
-			if e.Path == "regosched/filter" {
-				filtered[e.Input.Pod.Name] = true
-			}
-			if len(e.Result.Denied) > 0 {
-				withDenials++
-			}
-			for _, d := range e.Result.Denied {
-				denials++
-				if d.Node == "" || d.Rule == "" || !strings.HasPrefix(d.Peer, ns+"/") {
-					t.Errorf("event %s (%s of %s): denial %+v lacks its node, rule or peer", e.DecisionID, e.Path, e.Input.Pod.Name, d)
-				}
-			}
-		}
-		for _, p := range pods {
-			if !filtered[p.Name] {
-				t.Errorf("no filter event for pod %s", p.Name)
-			}
-		}
-		if withDenials == 0 {
-			t.Error("no event denies a node: the burst's rules should turn some nodes away")
-		}
+		events := decisionlogtest.WaitBound(ctx, t, rcv, ns, names, 30*time.Second)
+		burst := decisionlogtest.CheckBurst(t, events, ns, nodes)
 		dropped := droppedEvents(t, ctx)
 		if dlSum(dropped) != 0 {
 			t.Errorf("regosched_decision_logs_dropped_total = %v, want 0", dropped)
 		}
-		t.Logf("48 pods bound in %s; receiver got %d events in %d uploads (%v), %d denials in %d events; dropped %v",
-			took.Round(time.Millisecond), len(ids), uploads, byVerb, denials, withDenials, dropped)
+		t.Logf("48 pods bound in %s; receiver got %d events in %d uploads (%s), %d denials in %d events; dropped %v",
+			took.Round(time.Millisecond), burst.Decisions, rcv.Uploads(), burst.Verbs(), burst.Denials, burst.WithDenials, dropped)
 	})
 
 	t.Run("stalled receiver", func(t *testing.T) {

@@ -7,16 +7,22 @@ package decisionlogtest
 
 import (
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Receiver takes what OPA's decision_logs plugin sends its service: POST
@@ -180,4 +186,107 @@ type Event struct {
 			Peer string `json:"peer"`
 		} `json:"denied"`
 	} `json:"result"`
+}
+
+// WaitBound waits, within timeout, until r holds a "bound" bind event for
+// every pod of pods (names, in namespace ns), a pod's last decision, and
+// returns the events r holds then.
+func WaitBound(ctx context.Context, t testing.TB, r *Receiver, ns string, pods []string, timeout time.Duration) []Event {
+	t.Helper()
+	var missing []string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		bound := map[string]bool{}
+		for _, e := range Events[Event](t, r) {
+			if e.Path == "regosched/bind" && e.Result.Outcome == "bound" && e.Input.Pod.Namespace == ns {
+				bound[e.Input.Pod.Name] = true
+			}
+		}
+		missing = missing[:0]
+		for _, p := range pods {
+			if !bound[p] {
+				missing = append(missing, p)
+			}
+		}
+		return len(missing) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("no bound bind event for %d pods: %s", len(missing), strings.Join(missing, ", "))
+	}
+	if problems := r.Problems(); len(problems) > 0 {
+		t.Errorf("the receiver refused uploads: %s", strings.Join(problems, "; "))
+	}
+	return Events[Event](t, r)
+}
+
+// Burst is what the events of a burst of pods say, for the test's log.
+type Burst struct {
+	// Decisions counts the events of the burst's namespace.
+	Decisions int
+	// ByVerb counts them by "path outcome", e.g. "regosched/bind bound".
+	ByVerb map[string]int
+	// Denials counts the denials, in WithDenials events.
+	Denials, WithDenials int
+}
+
+// CheckBurst checks the events of a burst in namespace ns, as both builds
+// must log it: each decision ID once, every event naming its policy
+// revision, a filter event for every pod of nodes (name to the node the
+// API server bound it to; a bound bind event must name that node, unless
+// it is ""), every denial with its node, rule and a peer of ns, and some
+// denial at all (the burst's rules turn nodes away).
+func CheckBurst(t testing.TB, events []Event, ns string, nodes map[string]string) Burst {
+	t.Helper()
+	b := Burst{ByVerb: map[string]int{}}
+	filtered := map[string]bool{}
+	ids := map[string]bool{}
+	for _, e := range events {
+		if e.Input.Pod.Namespace != ns {
+			continue
+		}
+		b.Decisions++
+		b.ByVerb[e.Path+" "+e.Result.Outcome]++
+		if ids[e.DecisionID] {
+			t.Errorf("decision ID %s given twice", e.DecisionID)
+		}
+		ids[e.DecisionID] = true
+		if e.Bundles["regosched"]["revision"] == "" {
+			t.Errorf("event %s names no policy revision: %v", e.DecisionID, e.Bundles)
+		}
+		switch e.Path {
+		case "regosched/filter":
+			filtered[e.Input.Pod.Name] = true
+		case "regosched/bind":
+			if want := nodes[e.Input.Pod.Name]; e.Result.Outcome == "bound" && want != "" && e.Result.Node != want {
+				t.Errorf("bind event %s: %s bound to %s, the API server says %s", e.DecisionID, e.Input.Pod.Name, e.Result.Node, want)
+			}
+		}
+		if len(e.Result.Denied) > 0 {
+			b.WithDenials++
+		}
+		for _, d := range e.Result.Denied {
+			b.Denials++
+			if d.Node == "" || d.Rule == "" || !strings.HasPrefix(d.Peer, ns+"/") {
+				t.Errorf("event %s (%s of %s): denial %+v lacks its node, rule or peer", e.DecisionID, e.Path, e.Input.Pod.Name, d)
+			}
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(nodes)) {
+		if !filtered[p] {
+			t.Errorf("no filter event for pod %s", p)
+		}
+	}
+	if b.WithDenials == 0 {
+		t.Error("no event denies a node: the burst's rules should turn some nodes away")
+	}
+	return b
+}
+
+// Verbs lists ByVerb as "path outcome: n", sorted, for a log line.
+func (b Burst) Verbs() string {
+	var out []string
+	for v, n := range b.ByVerb {
+		out = append(out, fmt.Sprintf("%s: %d", v, n))
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
 }
