@@ -6,7 +6,7 @@ GO ?= go
 # too, since -trimpath builds from an export carry no VCS information.
 VERSION := $(shell cat VERSION)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-LDFLAGS := -s -w -X github.com/regosched/regosched/internal/version.commit=$(COMMIT)
+LDFLAGS := -s -w -X github.com/regosched/regosched/internal/plumbing/version.commit=$(COMMIT)
 GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 OPA := $(GO) tool opa
 # Pinned tools run through the Go module proxy, outside go.mod; their first
@@ -66,19 +66,19 @@ FUZZTIME ?= 5000x
 FUZZFLAGS = -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 fuzz: ## A short, bounded run of every fuzz target (FUZZTIME executions each; seeds in testdata/)
 	@for t in FuzzFilter FuzzPrioritize FuzzPreempt FuzzBind; do \
-	  echo "fuzz $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" $(FUZZFLAGS) ./internal/extender/ || exit 1; done
-	$(GO) test -run '^$$' -fuzz '^FuzzInput$$' $(FUZZFLAGS) ./internal/policy/
-	$(GO) test -run '^$$' -fuzz '^FuzzRESPValidator$$' $(FUZZFLAGS) ./internal/redisconn/
+	  echo "fuzz $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" $(FUZZFLAGS) ./internal/frontend/extender/ || exit 1; done
+	$(GO) test -run '^$$' -fuzz '^FuzzInput$$' $(FUZZFLAGS) ./internal/core/policy/
+	$(GO) test -run '^$$' -fuzz '^FuzzRESPValidator$$' $(FUZZFLAGS) ./internal/redis/redisconn/
 
 e2e: ## End-to-end suite on a local control plane (builds etcd, kube-apiserver, kube-scheduler once, cached)
-	$(GO) test -tags e2e -count=1 -timeout 40m -v ./test/localcluster/ ./test/localredis/ ./internal/redisroles/ ./internal/repair/ ./test/e2e/
+	$(GO) test -tags e2e -count=1 -timeout 40m -v ./test/localcluster/ ./test/localredis/ ./internal/redis/redisroles/ ./internal/ops/repair/ ./test/e2e/
 	$(GO) test -tags e2e -count=1 -timeout 10m -run TestCertRollAccessOnAPIServer -v ./test/deploytest/
 
 # Not part of make test: its first control-plane build takes about 16 minutes
 # here. regosched-scheduler is a 1.37 kube-scheduler, which the skew policy
 # forbids against an older API server, so scheduler-test stays out of it.
 e2e-compat: ## End-to-end suite (extender mode) against the previous Kubernetes minor's control plane, 1.36 (docs/compatibility.md)
-	REGOSCHED_KUBERNETES=1.36 $(GO) test -tags e2e -count=1 -timeout 60m -v ./test/localcluster/ ./test/localredis/ ./internal/redisroles/ ./internal/repair/ ./test/e2e/
+	REGOSCHED_KUBERNETES=1.36 $(GO) test -tags e2e -count=1 -timeout 60m -v ./test/localcluster/ ./test/localredis/ ./internal/redis/redisroles/ ./internal/ops/repair/ ./test/e2e/
 
 scheduler-test: ## regosched-scheduler: vet, unit tests, and its end-to-end test (preemption of a conflicting peer) on a local control plane
 	cd scheduler && $(GO) vet ./... && $(GO) vet -tags e2e ./...
@@ -86,7 +86,7 @@ scheduler-test: ## regosched-scheduler: vet, unit tests, and its end-to-end test
 	cd scheduler && $(GO) test -tags e2e -count=1 -timeout 20m -v ./e2e/
 
 demo: ## Local control plane + regosched + kube-scheduler, a sample workload, a placement table
-	$(GO) run ./cmd/regosched-demo
+	$(GO) run ./test/cmd/regosched-demo
 
 lint: ## go mod tidy -diff, go vet and golangci-lint (with and without the e2e build tag), in both modules and hack/release
 	$(GO) mod tidy -diff
@@ -108,7 +108,7 @@ bench: ## Go benchmarks of the hot paths
 BENCH_PLOT ?= docs/throughput.png
 
 bench-e2e: ## End-to-end throughput at 1,000 nodes and at 5,000 with 10,000 pods bound: regosched vs native anti-affinity vs no rules, drawn to $(BENCH_PLOT) (ARGS="--points 100:0 ...")
-	$(GO) run ./cmd/regosched-bench-e2e --plot $(BENCH_PLOT) $(ARGS)
+	$(GO) run ./test/cmd/regosched-bench-e2e --plot $(BENCH_PLOT) $(ARGS)
 
 fmt: ## Format Go and Rego
 	gofmt -w $$(git ls-files '*.go')

@@ -10,11 +10,11 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/regosched/regosched"
-	"github.com/regosched/regosched/internal/audit"
-	"github.com/regosched/regosched/internal/bundles"
-	"github.com/regosched/regosched/internal/kubeclient"
-	"github.com/regosched/regosched/internal/output"
-	"github.com/regosched/regosched/internal/repair"
+	"github.com/regosched/regosched/internal/core/bundles"
+	"github.com/regosched/regosched/internal/ops/audit"
+	"github.com/regosched/regosched/internal/ops/repair"
+	"github.com/regosched/regosched/internal/plumbing/kubeclient"
+	"github.com/regosched/regosched/internal/plumbing/output"
 )
 
 // errViolations is the audit's answer when a placement breaks a hard rule:

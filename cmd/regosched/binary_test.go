@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/regosched/regosched/internal/version"
+	"github.com/regosched/regosched/internal/plumbing/version"
 )
 
 // TestBinary builds regosched as a release is built, stamping only the
@@ -28,7 +28,7 @@ func TestBinary(t *testing.T) {
 	const commit = "0123456789abcdef0123456789abcdef01234567"
 	bin := filepath.Join(t.TempDir(), "regosched")
 	build := exec.CommandContext(t.Context(), "go", "build",
-		"-ldflags", "-X github.com/regosched/regosched/internal/version.commit="+commit, "-o", bin, ".")
+		"-ldflags", "-X github.com/regosched/regosched/internal/plumbing/version.commit="+commit, "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

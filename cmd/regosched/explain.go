@@ -13,10 +13,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/regosched/regosched"
-	"github.com/regosched/regosched/internal/bundles"
-	"github.com/regosched/regosched/internal/explain"
-	"github.com/regosched/regosched/internal/kubeclient"
-	"github.com/regosched/regosched/internal/output"
+	"github.com/regosched/regosched/internal/core/bundles"
+	"github.com/regosched/regosched/internal/ops/explain"
+	"github.com/regosched/regosched/internal/plumbing/kubeclient"
+	"github.com/regosched/regosched/internal/plumbing/output"
 )
 
 // explainFlags are the flags of `regosched explain`.
@@ -79,7 +79,7 @@ defaults to "default".`,
 }
 
 // runExplain wires `regosched explain`: the pod, the policy, the client;
-// internal/explain does the work.
+// internal/ops/explain does the work.
 func runExplain(cmd *cobra.Command, f explainFlags, args []string) error {
 	format, err := output.ParseFormat(f.output)
 	if err != nil {

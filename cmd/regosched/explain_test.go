@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/regosched/regosched/internal/explain"
+	"github.com/regosched/regosched/internal/ops/explain"
 )
 
 // TestExplain runs `regosched explain` against an API server, for a

@@ -12,8 +12,8 @@ import (
 	"golang.org/x/term"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/regosched/regosched/internal/kubeclient"
-	"github.com/regosched/regosched/internal/snapshot"
+	"github.com/regosched/regosched/internal/ops/snapshot"
+	"github.com/regosched/regosched/internal/plumbing/kubeclient"
 )
 
 // usageError is a mistake in how regosched was called: an unknown command

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/regosched/regosched/internal/version"
+	"github.com/regosched/regosched/internal/plumbing/version"
 )
 
 // Exit codes, as --help and docs/cli.md list them. 64 is EX_USAGE of

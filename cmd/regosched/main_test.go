@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
-	"github.com/regosched/regosched/internal/version"
+	"github.com/regosched/regosched/internal/plumbing/version"
 )
 
 // TestExitCodes: help is no error, a mistyped call is a usage error (64)

@@ -13,15 +13,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/regosched/regosched"
-	"github.com/regosched/regosched/internal/apicontact"
-	"github.com/regosched/regosched/internal/audit"
-	"github.com/regosched/regosched/internal/bundles"
-	"github.com/regosched/regosched/internal/decisionlog"
-	"github.com/regosched/regosched/internal/extender"
-	"github.com/regosched/regosched/internal/logbridge"
-	"github.com/regosched/regosched/internal/repair"
-	"github.com/regosched/regosched/internal/serve"
-	"github.com/regosched/regosched/internal/version"
+	"github.com/regosched/regosched/internal/core/bundles"
+	"github.com/regosched/regosched/internal/frontend/extender"
+	"github.com/regosched/regosched/internal/frontend/serve"
+	"github.com/regosched/regosched/internal/ops/audit"
+	"github.com/regosched/regosched/internal/ops/decisionlog"
+	"github.com/regosched/regosched/internal/ops/repair"
+	"github.com/regosched/regosched/internal/plumbing/apicontact"
+	"github.com/regosched/regosched/internal/plumbing/logbridge"
+	"github.com/regosched/regosched/internal/plumbing/version"
 )
 
 // serveFunc runs `regosched serve` with the options its flags gave:

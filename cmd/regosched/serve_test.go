@@ -8,9 +8,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/regosched/regosched/internal/repair"
-	"github.com/regosched/regosched/internal/serve"
-	"github.com/regosched/regosched/internal/version"
+	"github.com/regosched/regosched/internal/frontend/serve"
+	"github.com/regosched/regosched/internal/ops/repair"
+	"github.com/regosched/regosched/internal/plumbing/version"
 )
 
 // Flags that name no setting are refused, as usage errors, before anything
@@ -78,7 +78,7 @@ func TestServeFlagsReachOptions(t *testing.T) {
 		{[]string{"--kubeconfig=/etc/k", "--context=staging"},
 			func(o serve.Options) any { return []string{o.Kubeconfig, o.KubeContext} }, []string{"/etc/k", "staging"}},
 		{nil, func(o serve.Options) any { return []string{o.Kubeconfig, o.KubeContext} }, []string{"", ""}},
-		// The release of internal/version, as /version serves it.
+		// The release of internal/plumbing/version, as /version serves it.
 		{nil, func(o serve.Options) any { return o.Version }, version.Get().Version},
 		{[]string{"--shadow-policy=/etc/next.tar.gz"}, func(o serve.Options) any { return o.ShadowPolicy }, "/etc/next.tar.gz"},
 		{nil, func(o serve.Options) any { return o.ShadowPolicy }, ""},

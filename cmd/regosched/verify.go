@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/regosched/regosched"
-	"github.com/regosched/regosched/internal/bundles"
-	"github.com/regosched/regosched/internal/verify"
+	"github.com/regosched/regosched/internal/core/bundles"
+	"github.com/regosched/regosched/internal/ops/verify"
 )
 
 // errFailedChecks is verify's answer when an expectation fails: exit 1,
@@ -61,7 +61,7 @@ file or pod, a policy error), 64 usage error.`,
 	return cmd
 }
 
-// runVerify wires `regosched verify`; internal/verify does the work.
+// runVerify wires `regosched verify`; internal/ops/verify does the work.
 func runVerify(cmd *cobra.Command, f verifyFlags, args []string) error {
 	format, err := verify.ParseFormat(f.output)
 	if err != nil {

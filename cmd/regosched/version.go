@@ -6,8 +6,8 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"github.com/regosched/regosched/internal/output"
-	"github.com/regosched/regosched/internal/version"
+	"github.com/regosched/regosched/internal/plumbing/output"
+	"github.com/regosched/regosched/internal/plumbing/version"
 )
 
 func newVersionCommand() *cobra.Command {

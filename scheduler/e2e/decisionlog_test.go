@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
-	"github.com/regosched/regosched/internal/decisionlog/decisionlogtest"
+	"github.com/regosched/regosched/internal/ops/decisionlog/decisionlogtest"
 	ls "github.com/regosched/regosched/test/localstack"
 )
 

@@ -26,7 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/regosched/regosched/internal/policy/policytest"
+	"github.com/regosched/regosched/internal/core/policy/policytest"
 	"github.com/regosched/regosched/test/localcluster"
 	ls "github.com/regosched/regosched/test/localstack"
 )

@@ -17,7 +17,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/regosched/regosched"
-	"github.com/regosched/regosched/internal/bundles"
+	"github.com/regosched/regosched/internal/core/bundles"
 	ls "github.com/regosched/regosched/test/localstack"
 )
 

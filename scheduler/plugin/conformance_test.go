@@ -16,13 +16,13 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/regosched/regosched"
-	"github.com/regosched/regosched/internal/bundles"
-	"github.com/regosched/regosched/internal/judge/judgetest"
+	"github.com/regosched/regosched/internal/core/bundles"
+	"github.com/regosched/regosched/internal/core/judge/judgetest"
 )
 
 // TestConformance runs the front ends' conformance table through the
 // plugin's PreFilter, Filter, PreScore, Score and NormalizeScore;
-// internal/decision runs the same table through the extender's verbs.
+// internal/frontend/decision runs the same table through the extender's verbs.
 func TestConformance(t *testing.T) {
 	for _, tc := range judgetest.Cases() {
 		t.Run(tc.Name, func(t *testing.T) {

@@ -16,10 +16,11 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/regosched/regosched/internal/decisionlog"
-	"github.com/regosched/regosched/internal/judge"
-	"github.com/regosched/regosched/internal/policy"
-	"github.com/regosched/regosched/internal/version"
+	"github.com/regosched/regosched/internal/core/judge"
+	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/internal/ops/decisionlog"
+	"github.com/regosched/regosched/internal/plumbing/version"
 )
 
 // The decision log (Args.DecisionLog) gives the extender's events, verb
@@ -201,7 +202,7 @@ type cycleLog struct {
 
 // newCycleLog starts a cycle's record of pod under pol.
 func newCycleLog(pod *v1.Pod, pol *policy.Policy) *cycleLog {
-	return &cycleLog{pod: judge.DecisionLogPod(pod), bundles: judge.DecisionLogBundles(pol)}
+	return &cycleLog{pod: decisionlog.PodOf(pod), bundles: decisionlog.BundlesOf(pol)}
 }
 
 // saw notes a candidate; safe from Filter's parallel calls.
@@ -212,7 +213,7 @@ func (c *cycleLog) saw(node string) {
 }
 
 // deny records the denials of a node Filter turned away.
-func (c *cycleLog) deny(s *judge.Subject, cs []policy.Conflict) {
+func (c *cycleLog) deny(s *judge.Subject, cs []model.Conflict) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.deniedNodes++
@@ -220,7 +221,7 @@ func (c *cycleLog) deny(s *judge.Subject, cs []policy.Conflict) {
 		c.cut = true
 		return
 	}
-	c.denied = judge.DecisionLogDenials(c.denied, s, cs)
+	c.denied = decisionlog.DenialsOf(c.denied, cs, s.PeerName)
 }
 
 // candidates are the nodes Filter noted, at most MaxListed, and their count.
@@ -266,7 +267,7 @@ func (pl *Regosched) logFilter(c *cycleLog, nodes func() ([]string, int)) {
 // logFilterError gives the filter event of a cycle whose PreFilter failed.
 func (pl *Regosched) logFilterError(pod *v1.Pod, nodes int, took time.Duration, err error) {
 	pl.decisionLog.Enqueue(decisionlog.Event{
-		Verb: decisionlog.VerbFilter, Pod: judge.DecisionLogPod(pod), Bundles: judge.DecisionLogBundles(pl.policies.Load()),
+		Verb: decisionlog.VerbFilter, Pod: decisionlog.PodOf(pod), Bundles: decisionlog.BundlesOf(pl.policies.Load()),
 		NodeCount: nodes, Duration: took, Outcome: decisionlog.OutcomeError, Error: err.Error(),
 	})
 }
@@ -344,7 +345,7 @@ func (pl *Regosched) logBind(c *cycleLog, pod *v1.Pod, node string, err error) {
 		return
 	}
 	e := decisionlog.Event{
-		Verb: decisionlog.VerbBind, Pod: judge.DecisionLogPod(pod), Bundles: c.bundles,
+		Verb: decisionlog.VerbBind, Pod: decisionlog.PodOf(pod), Bundles: c.bundles,
 		Node: node, Outcome: decisionlog.OutcomeBound,
 	}
 	if !c.reserved.IsZero() {

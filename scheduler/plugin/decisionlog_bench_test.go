@@ -10,7 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/regosched/regosched/internal/decisionlog"
+	"github.com/regosched/regosched/internal/ops/decisionlog"
 )
 
 // BenchmarkCycleDecisionLog is BenchmarkCycle's cycle (1,000 pods of other

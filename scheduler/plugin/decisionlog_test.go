@@ -19,7 +19,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	"github.com/regosched/regosched/internal/decisionlog"
+	"github.com/regosched/regosched/internal/ops/decisionlog"
 	ls "github.com/regosched/regosched/test/localstack"
 )
 

@@ -2,14 +2,13 @@ package plugin
 
 import (
 	"context"
-	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/regosched/regosched/internal/placement"
-	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/internal/core/judge"
+	"github.com/regosched/regosched/internal/core/policy"
 )
 
 // EventsToRegister lists what may make a pod that Filter turned away
@@ -39,29 +38,24 @@ func (pl *Regosched) isPeerChange(logger klog.Logger, pod *v1.Pod, oldObj, newOb
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), policy.DescribeTimeout)
 	defer cancel()
-	keys, err := pol.PeerKeys(ctx, placement.PodFromObject(pod))
-	if err != nil {
-		return fwk.Queue, err
-	}
-	if len(keys) == 0 {
-		return fwk.QueueSkip, nil // in no group: no peer ever kept it off a node
-	}
+	var changed []*v1.Pod
 	for _, obj := range []any{oldObj, newObj} {
 		if obj == nil {
 			continue
 		}
-		changed, ok := obj.(*v1.Pod)
+		p, ok := obj.(*v1.Pod)
 		if !ok {
 			return fwk.Queue, nil
 		}
-		theirs, err := pol.PeerKeys(ctx, placement.PodFromObject(changed))
-		if err != nil {
-			return fwk.Queue, err
-		}
-		if slices.ContainsFunc(theirs, func(k string) bool { return slices.Contains(keys, k) }) {
-			logger.V(5).Info("a peer changed", "pod", klog.KObj(pod), "peer", klog.KObj(changed))
-			return fwk.Queue, nil
-		}
+		changed = append(changed, p)
+	}
+	peer, err := judge.IsPeerChange(ctx, pol, pod, changed...)
+	switch {
+	case err != nil:
+		return fwk.Queue, err
+	case peer:
+		logger.V(5).Info("a peer changed", "pod", klog.KObj(pod))
+		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
 }

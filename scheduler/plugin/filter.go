@@ -2,10 +2,8 @@ package plugin
 
 import (
 	"context"
-	"slices"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
@@ -33,43 +31,25 @@ func (pl *Regosched) Filter(_ context.Context, cs fwk.CycleState, _ *v1.Pod, nod
 			s.log.saw(node.Name)
 		}
 	}
-	if !s.verdict.HasConflicts() && len(s.added) == 0 {
+	if !s.filtered.Refuses(&s.edits) {
 		return nil // most pods, on most nodes
 	}
 	node := nodeInfo.Node()
 	if node == nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "regosched: node not found")
 	}
-	if logged {
-		// The main state has nothing removed or added: the verdict's
-		// conflicts are the node's.
-		if cs := s.verdict.At(node.Name); len(cs) > 0 {
-			s.log.deny(s.subject, cs)
-		}
-	}
-	var reasons []string
-	for _, c := range s.verdict.At(node.Name) {
-		if !s.removed[c.Peer] {
-			reasons = append(reasons, c.Reason)
-		}
-	}
-	resolvable := s.verdict.Preemptible(node.Name, func(uid types.UID) bool { return s.removed[uid] })
-	for _, cs := range s.added {
-		for _, c := range cs {
-			if c.Node == node.Name {
-				// A nominated pod is not bound: there is nothing to evict.
-				reasons = append(reasons, c.Reason)
-				resolvable = false
-			}
-		}
-	}
-	if len(reasons) == 0 {
+	r, refused := s.filtered.Decide(node.Name, &s.edits)
+	if !refused {
 		return nil
 	}
+	if logged {
+		// The main state has no edits: the verdict's conflicts are the
+		// node's.
+		s.log.deny(s.subject, r.Conflicts)
+	}
 	code := fwk.UnschedulableAndUnresolvable
-	if resolvable {
+	if r.Resolvable {
 		code = fwk.Unschedulable
 	}
-	slices.Sort(reasons)
-	return fwk.NewStatus(code, slices.Compact(reasons)...)
+	return fwk.NewStatus(code, r.ReasonLines()...)
 }

@@ -25,8 +25,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/regosched/regosched"
-	"github.com/regosched/regosched/internal/bundles"
-	"github.com/regosched/regosched/internal/decisionlog"
+	"github.com/regosched/regosched/internal/core/bundles"
+	"github.com/regosched/regosched/internal/ops/decisionlog"
 	ls "github.com/regosched/regosched/test/localstack"
 )
 

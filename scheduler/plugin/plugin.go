@@ -1,6 +1,6 @@
 // Package plugin is regosched as a kube-scheduler framework plugin: the
-// same policy (internal/policy), claims join and placement cache
-// (internal/placement) as the extender, called in process at PreFilter,
+// same policy (internal/core/policy), claims join and placement cache
+// (internal/core/placement) as the extender, called in process at PreFilter,
 // Filter, Score and Reserve instead of over HTTP.
 //
 // Files are split by extension point, as in kube-scheduler's own plugins:
@@ -29,13 +29,13 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"sigs.k8s.io/yaml"
 
-	"github.com/regosched/regosched/internal/bundles"
-	"github.com/regosched/regosched/internal/decisionlog"
-	"github.com/regosched/regosched/internal/judge"
-	"github.com/regosched/regosched/internal/logbridge"
-	"github.com/regosched/regosched/internal/placement"
-	"github.com/regosched/regosched/internal/policy"
-	"github.com/regosched/regosched/internal/shadow"
+	"github.com/regosched/regosched/internal/core/bundles"
+	"github.com/regosched/regosched/internal/core/judge"
+	"github.com/regosched/regosched/internal/core/placement"
+	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/internal/ops/decisionlog"
+	"github.com/regosched/regosched/internal/ops/shadow"
+	"github.com/regosched/regosched/internal/plumbing/logbridge"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
@@ -290,7 +290,7 @@ func New(ctx context.Context, cfg Config) (pl *Regosched, err error) {
 	if err := c.RegisterMetrics(reg); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	j, err := judge.New(judge.Config{Placements: c, Client: cfg.Client, Registerer: reg, Log: log})
+	j, err := judge.New(judge.Config{Placements: c, Policies: active, Client: cfg.Client, Registerer: reg, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}

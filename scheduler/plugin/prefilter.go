@@ -3,17 +3,15 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/regosched/regosched/internal/judge"
-	"github.com/regosched/regosched/internal/placement"
-	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/internal/core/judge"
+	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/internal/core/policy"
 )
 
 // stateKey is where PreFilter leaves its state in the CycleState.
@@ -23,19 +21,17 @@ const stateKey fwk.StateKey = "PreFilter" + Name
 // Score and Reserve, and what preemption's dry run edits through AddPod and
 // RemovePod on its clones.
 type state struct {
-	// subject is the pending pod among its peers, as the judge has it;
-	// verdict the rules' answer. Both read-only once PreFilter returns.
-	subject *judge.Subject
-	verdict *judge.Verdict
-	// removed are the peers that a preemption dry run took off their node.
-	removed map[types.UID]bool
-	// added are the conflicts with pods that a dry run put on a node and
-	// that were no peer at PreFilter (nominated pods), by that pod's UID.
-	added map[types.UID][]policy.Conflict
+	// filtered is the core's filter phase for the pod, read-only once
+	// PreFilter returns; subject is its Subject.
+	filtered *judge.Filtered
+	subject  *judge.Subject
+	// edits are a preemption dry run's changes to the peers (AddPod,
+	// RemovePod), on the state's clones.
+	edits judge.Edits
 	// table sums the soft rules' penalties by domain, built by PreScore.
 	table judge.Table
 	// assumed is the pod as Reserve recorded it in the cache, for Unreserve.
-	assumed *placement.Pod
+	assumed *model.Pod
 	// shadow collects the candidates for the shadow policy (shadow.go);
 	// nil without one, without peers, and in clones.
 	shadow *shadowCandidates
@@ -50,8 +46,7 @@ type state struct {
 // Clone copies what AddPod and RemovePod change; the rest is shared.
 func (s *state) Clone() fwk.StateData {
 	c := *s
-	c.removed = maps.Clone(s.removed)
-	c.added = maps.Clone(s.added)
+	c.edits = s.edits.Clone()
 	// A preemption dry run's Filter calls are no candidates.
 	c.shadow = nil
 	c.clone = true
@@ -104,7 +99,7 @@ func (pl *Regosched) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		s.log.took = time.Since(start)
 	}
 	if pl.shadow != nil && len(s.subject.Peers) > 0 {
-		s.shadow = newShadowCandidates(s.verdict, len(nodes))
+		s.shadow = newShadowCandidates(s.filtered.Verdict, len(nodes))
 	}
 	cs.Write(stateKey, s)
 	if len(s.subject.Keys) == 0 {
@@ -113,30 +108,15 @@ func (pl *Regosched) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.P
 	return nil, nil
 }
 
-// prefilter builds the state of pod.
+// prefilter builds the state of pod: the core's filter phase with no
+// candidates (Filter asks node by node), doubting the peers the
+// scheduler's snapshot disagrees about.
 func (pl *Regosched) prefilter(ctx context.Context, pod *v1.Pod) (*state, error) {
-	sub, err := pl.judge.Describe(ctx, pl.policies.Load(), pod)
+	f, err := pl.judge.Filter(ctx, judge.FilterRequest{Policy: pl.policies.Load(), Pod: pod, Doubt: pl.disputed})
 	if err != nil {
 		return nil, err
 	}
-	s := &state{subject: sub, removed: map[types.UID]bool{}, added: map[types.UID][]policy.Conflict{}}
-	pl.judge.FindPeers(sub)
-	if s.verdict, err = pl.judge.Judge(ctx, sub); err != nil {
-		return nil, err
-	}
-	if s.verdict.HasConflicts() && pl.judge.Refresh(ctx, sub, pl.disputed(s.verdict)) {
-		if s.verdict, err = pl.judge.Judge(ctx, sub); err != nil {
-			return nil, err
-		}
-	}
-	if err := pl.judge.WeighPreemption(ctx, s.verdict); err != nil {
-		return nil, err
-	}
-	sub.Index() // Filter, AddPod and RemovePod read it from many goroutines
-	s.verdict.Nodes(func(node string, cs []policy.Conflict) {
-		pl.judge.Denied(sub, node, cs, s.verdict.Preemptible(node, nil), "filter")
-	})
-	return s, nil
+	return &state{filtered: f, subject: f.Subject}, nil
 }
 
 // disputed picks the conflicting peers the scheduler's snapshot disagrees
@@ -144,24 +124,24 @@ func (pl *Regosched) prefilter(ctx context.Context, pod *v1.Pod) (*state, error)
 // other labels. The scheduler retries a pod as soon as its own informer
 // sees a peer deleted or relabelled, often before the placement cache
 // has; the two views then disagree, and the API server settles it.
-func (pl *Regosched) disputed(v *judge.Verdict) func(*placement.Pod) bool {
+func (pl *Regosched) disputed(_ context.Context, f *judge.Filtered) func(*model.Pod) bool {
 	conflicting := map[types.UID]bool{}
-	v.Nodes(func(_ string, cs []policy.Conflict) {
+	f.Verdict.Nodes(func(_ string, cs []model.Conflict) {
 		for _, c := range cs {
 			conflicting[c.Peer] = true
 		}
 	})
-	return func(peer *placement.Pod) bool {
+	return func(peer *model.Pod) bool {
 		if !conflicting[peer.UID] || pl.snapshot == nil {
 			return false
 		}
 		seen, ok := pl.inSnapshot(peer)
-		return !ok || placement.NewLabels(seen.Labels) != peer.Labels
+		return !ok || model.NewLabels(seen.Labels) != peer.Labels
 	}
 }
 
 // inSnapshot returns peer as the scheduler's snapshot has it on its node.
-func (pl *Regosched) inSnapshot(peer *placement.Pod) (*v1.Pod, bool) {
+func (pl *Regosched) inSnapshot(peer *model.Pod) (*v1.Pod, bool) {
 	ni, err := pl.snapshot.NodeInfos().Get(peer.Node)
 	if err != nil || ni == nil {
 		return nil, false
@@ -190,55 +170,21 @@ func (pl *Regosched) RemovePod(_ context.Context, cs fwk.CycleState, _ *v1.Pod, 
 	// Default preemption's dry run: the filtering is over, and a
 	// nomination would end the cycle before regosched's PostFilter.
 	pl.logFilter(s.log, nil)
-	uid := info.GetPod().UID
-	if _, ok := s.subject.Peer(uid); ok {
-		s.removed[uid] = true
-	}
-	delete(s.added, uid)
+	s.edits.Remove(s.filtered, info.GetPod().UID)
 	return nil
 }
 
 // AddPod puts a pod on a node for this cycle's clone of the state: a peer
-// removed before counts again (a victim reprieved), and a pod that was no
-// peer at PreFilter is judged now if it is in a group of the pending pod
-// (a nominated pod, not bound yet, that the framework places on the node
-// it was nominated for).
+// removed before counts again (a victim reprieved), and a nominated pod
+// that shares a group with the pending pod is judged (judge.Edits.Add).
 func (pl *Regosched) AddPod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, info fwk.PodInfo, nodeInfo fwk.NodeInfo) *fwk.Status {
 	s, err := getState(cs)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
 	add := info.GetPod()
-	node := nodeInfo.Node()
-	if _, ok := s.subject.Peer(add.UID); ok {
-		delete(s.removed, add.UID)
-		return nil
-	}
-	if add.Spec.NodeName != "" || add.UID == s.subject.Pod.UID || node == nil {
-		// A bound pod that was no peer at PreFilter is in none of the
-		// pending pod's groups: the cache indexes every bound pod in one.
-		return nil
-	}
-	peer := placement.PodFromObject(add)
-	peer.Node = node.Name
-	ctx, cancel := context.WithTimeout(ctx, policy.DescribeTimeout)
-	defer cancel()
-	pol := s.subject.Policy
-	keys, described, err := pol.DescribePeer(ctx, peer)
-	if err != nil {
+	if err := s.edits.Add(ctx, s.filtered, add, nodeInfo.Node()); err != nil {
 		return fwk.AsStatus(fmt.Errorf("regosched: nominated pod %s/%s: %w", add.Namespace, add.Name, err))
-	}
-	if !slices.ContainsFunc(keys, func(k string) bool { return slices.Contains(s.subject.Keys, k) }) {
-		return nil
-	}
-	peer.Claims = described
-	in := &policy.Input{Pod: s.subject.Pod, Peers: []*placement.Pod{peer}, Nodes: map[string]map[string]string{node.Name: node.Labels}}
-	conflicts, err := pol.Conflicts(ctx, in)
-	if err != nil {
-		return fwk.AsStatus(fmt.Errorf("regosched: nominated pod %s/%s: %w", add.Namespace, add.Name, err))
-	}
-	if len(conflicts) > 0 {
-		s.added[add.UID] = conflicts
 	}
 	return nil
 }

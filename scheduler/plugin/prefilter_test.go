@@ -7,7 +7,7 @@ import (
 
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/internal/core/policy"
 	ls "github.com/regosched/regosched/test/localstack"
 )
 

@@ -2,12 +2,13 @@ package plugin
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/internal/core/policy"
 )
 
 // Reserve records the pod on its node in the placement cache at once, as
@@ -35,15 +36,13 @@ func (pl *Regosched) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	}
 	ctx, cancel := context.WithTimeout(ctx, policy.DescribeTimeout)
 	defer cancel()
-	placed, err := pl.judge.Placed(ctx, s.subject, nodeName)
+	// No recheck: the scheduler's cycle is serial, and this pod's
+	// PreFilter counted every peer placed before it.
+	placed, err := pl.judge.Place(ctx, s.subject, nodeName, false)
 	if err != nil {
-		return fwk.AsStatus(err)
-	}
-	pol := s.subject.Policy
-	if !pl.cache.Assume(placed, s.subject.Keys, func() bool { return pl.policies.Load() == pol }) {
-		// Recorded under the policy before a reload, the pod could be missed
-		// by the new index: the scheduler tries the pod again instead.
-		return fwk.NewStatus(fwk.Error, "regosched: the policy changed while reserving the pod")
+		// A changed policy (judge.ErrPolicyChanged) included: the scheduler
+		// tries the pod again under the new one.
+		return fwk.AsStatus(fmt.Errorf("regosched: %w", err))
 	}
 	s.assumed = placed
 	return nil

@@ -8,7 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/regosched/regosched/internal/judge"
+	"github.com/regosched/regosched/internal/core/judge"
 )
 
 // PreScore sums the soft rules' penalties by topology domain, or skips
@@ -25,7 +25,7 @@ func (pl *Regosched) PreScore(_ context.Context, cs fwk.CycleState, _ *v1.Pod, n
 		pl.logFilter(s.log, nodeNames(nodes))
 		s.log.scoring = time.Now()
 	}
-	table, ok := judge.NewTable(s.verdict.Penalties)
+	table, ok := judge.NewTable(s.filtered.Penalties())
 	if !ok {
 		if s.log != nil {
 			pl.logNoPreference(s.log, nodes)

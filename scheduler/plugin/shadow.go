@@ -9,14 +9,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/regosched/regosched/internal/judge"
-	"github.com/regosched/regosched/internal/policy"
-	"github.com/regosched/regosched/internal/shadow"
+	"github.com/regosched/regosched/internal/core/judge"
+	"github.com/regosched/regosched/internal/ops/shadow"
 )
 
 // The shadow rollout (Args.ShadowPolicy) judges a second bundle beside the
 // active one and never enforces it, as `regosched serve --shadow-policy`
-// does: both front ends hand internal/shadow the same request, and the
+// does: both front ends hand internal/ops/shadow the same request, and the
 // shadow judges it with the one judge, off the scheduling cycle.
 //
 // What the extender's filter call has and PreFilter has not is the list
@@ -49,9 +48,7 @@ type shadowCandidates struct {
 // judgement v: the pod, its peers, the nodes the hard rules turned away
 // with their reasons, and the soft rules' penalties.
 func newShadowCandidates(v *judge.Verdict, nodes int) *shadowCandidates {
-	denied := map[string]string{}
-	v.Nodes(func(node string, cs []policy.Conflict) { denied[node] = judge.Reasons(cs) })
-	r := shadow.NewFilterRequest(v.Subject.Pod, v.Subject.Peers, nil, denied)
+	r := shadow.NewFilterRequest(v.Subject.Pod, v.Subject.Peers, nil, v.Denied())
 	r.Penalties = v.Penalties // the judge's, never changed after
 	return &shadowCandidates{request: r, slots: make([]string, nodes)}
 }

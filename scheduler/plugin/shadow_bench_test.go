@@ -9,9 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
-	"github.com/regosched/regosched/internal/policy"
-	"github.com/regosched/regosched/internal/policy/policytest"
-	"github.com/regosched/regosched/internal/shadow"
+	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/internal/core/policy/policytest"
+	"github.com/regosched/regosched/internal/ops/shadow"
 )
 
 type staticPolicy struct{ p *policy.Policy }

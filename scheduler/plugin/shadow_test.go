@@ -14,8 +14,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	"github.com/regosched/regosched/internal/policy/policytest"
-	"github.com/regosched/regosched/internal/shadow"
+	"github.com/regosched/regosched/internal/core/policy/policytest"
+	"github.com/regosched/regosched/internal/ops/shadow"
 	ls "github.com/regosched/regosched/test/localstack"
 )
 

@@ -14,13 +14,13 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/regosched/regosched/internal/decision"
-	"github.com/regosched/regosched/internal/extender"
+	"github.com/regosched/regosched/internal/frontend/decision"
+	"github.com/regosched/regosched/internal/frontend/extender"
 	"github.com/regosched/regosched/test/localcluster"
 )
 
 // nullExtender is the extender of ModeNullExtender: regosched's own HTTP
-// layer (internal/extender: routing, body limit, decoding, encoding,
+// layer (internal/frontend/extender: routing, body limit, decoding, encoding,
 // metrics) over a decider that does no work: every node passes, none is
 // preferred. The difference between it and ModeRegosched is what regosched's
 // decisions cost (cache, Rego, waiting for peers in flight). It runs in the
@@ -33,8 +33,8 @@ type nullExtender struct {
 // nullDecider passes every node and prefers none.
 type nullDecider struct{}
 
-func (nullDecider) Filter(_ context.Context, a *extenderv1.ExtenderArgs) (*decision.Verdict, error) {
-	return decision.NewVerdict(a, nil, nil), nil
+func (nullDecider) Filter(_ context.Context, a *extenderv1.ExtenderArgs) (*decision.FilterAnswer, error) {
+	return decision.NewFilterAnswer(a, nil, nil), nil
 }
 
 func (nullDecider) Prioritize(context.Context, *extenderv1.ExtenderArgs) (iter.Seq2[string, int64], error) {

@@ -1,5 +1,5 @@
 // Package benche2e is regosched's end-to-end throughput benchmark
-// (cmd/regosched-bench-e2e, `make bench-e2e`): on one local control plane
+// (test/cmd/regosched-bench-e2e, `make bench-e2e`): on one local control plane
 // (test/localstack) it schedules the same mixed Redis/Elasticsearch
 // workload three ways — kube-scheduler with regosched as extender, plain
 // kube-scheduler with the equivalent native required pod anti-affinity,

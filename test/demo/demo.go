@@ -1,4 +1,4 @@
-// Package demo is regosched's one-command demonstration (cmd/regosched-demo,
+// Package demo is regosched's one-command demonstration (test/cmd/regosched-demo,
 // `make demo`): it starts the whole stack on loopback (test/localstack),
 // places a small shop's Redis and Elasticsearch clusters through the
 // regosched scheduler one pod at a time, prints where every pod went and

@@ -18,12 +18,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/regosched/regosched/internal/certroll"
+	"github.com/regosched/regosched/internal/ops/certroll"
 	"github.com/regosched/regosched/test/localcluster"
 )
 
 // On a real API server, the objects the chart renders for mutual TLS let
-// regosched's ServiceAccount roll the scheduler as internal/certroll does
+// regosched's ServiceAccount roll the scheduler as internal/ops/certroll does
 // (its watch of the one Secret by a field selector, its merge patch of the
 // one Deployment) and nothing more: RBAC refuses other Secrets and
 // Deployments, and admission policy <release>-scheduler-patch refuses any

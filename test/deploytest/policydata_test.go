@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/regosched/regosched"
-	"github.com/regosched/regosched/internal/bundles"
+	"github.com/regosched/regosched/internal/core/bundles"
 )
 
 // policyData as the chart renders it is data regosched accepts: the

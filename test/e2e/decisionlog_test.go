@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/regosched/regosched/internal/decisionlog/decisionlogtest"
+	"github.com/regosched/regosched/internal/ops/decisionlog/decisionlogtest"
 	ls "github.com/regosched/regosched/test/localstack"
 )
 

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/regosched/regosched/internal/explain"
+	"github.com/regosched/regosched/internal/ops/explain"
 	ls "github.com/regosched/regosched/test/localstack"
 )
 

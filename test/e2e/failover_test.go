@@ -102,7 +102,7 @@ func TestSchedulerFailoverMidBurst(t *testing.T) {
 	}
 }
 
-// auditViolations runs `regosched audit -o json` (internal/audit, with the
+// auditViolations runs `regosched audit -o json` (internal/ops/audit, with the
 // embedded policy) and returns the violations it reports in namespace ns,
 // one line each.
 func auditViolations(t *testing.T, ctx context.Context, ns string) []string {

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/regosched/regosched/internal/leader"
+	"github.com/regosched/regosched/internal/plumbing/leader"
 )
 
 // rolloutTimeout bounds each wait of the rollout and drain test: a new

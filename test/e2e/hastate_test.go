@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
-	"github.com/regosched/regosched/internal/leader"
+	"github.com/regosched/regosched/internal/plumbing/leader"
 )
 
 // haManifests are the extender's objects as deploy/ha renders them, moved

@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
-	"github.com/regosched/regosched/internal/leader"
+	"github.com/regosched/regosched/internal/plumbing/leader"
 	ls "github.com/regosched/regosched/test/localstack"
 )
 

@@ -154,7 +154,7 @@ func TestRBACOfTheExtender(t *testing.T) {
 				do   func() error
 				want rbacOutcome
 			}{
-				// Pods: what internal/redisroles and internal/leader send.
+				// Pods: what internal/redis/redisroles and internal/plumbing/leader send.
 				{"role labels and source of a tenant's pod", func() error {
 					return patchPod(ctx, sa, redis, fmt.Sprintf(`{"metadata":{"uid":%q,"labels":{"regosched.io/role":"master","regosched.io/shard":"0"},"annotations":{"regosched.io/role-source":"redis"}}}`, redis.UID))
 				}, allowedToAll},
@@ -388,7 +388,7 @@ func createConfigMap(ctx context.Context, c kubernetes.Interface, ns, name strin
 }
 
 // updateConfigMap replaces the ConfigMap's data without reading it first,
-// as internal/redisroles does.
+// as internal/redis/redisroles does.
 func updateConfigMap(ctx context.Context, c kubernetes.Interface, ns, name string) error {
 	_, err := c.CoreV1().ConfigMaps(ns).Update(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"k": "updated"},

@@ -18,7 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/regosched/regosched/internal/policy/policytest"
+	"github.com/regosched/regosched/internal/core/policy/policytest"
 	ls "github.com/regosched/regosched/test/localstack"
 )
 

@@ -23,9 +23,9 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/regosched/regosched"
-	"github.com/regosched/regosched/internal/bundles"
-	"github.com/regosched/regosched/internal/placement"
-	"github.com/regosched/regosched/internal/policy"
+	"github.com/regosched/regosched/internal/core/bundles"
+	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/internal/core/policy"
 	"github.com/regosched/regosched/test/localcluster"
 )
 
@@ -183,7 +183,7 @@ func DefaultGrouped(labels map[string]string) bool {
 	if err != nil {
 		panic(fmt.Sprintf("compiling the embedded default policy: %v", err)) // a build of the binary under test would fail too
 	}
-	keys, err := pol.PeerKeys(context.Background(), &placement.Pod{Namespace: "default", Name: "p", UID: "p", Labels: placement.NewLabels(labels)})
+	keys, err := pol.PeerKeys(context.Background(), &model.Pod{Namespace: "default", Name: "p", UID: "p", Labels: model.NewLabels(labels)})
 	return err == nil && len(keys) > 0
 }
 

@@ -31,7 +31,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/regosched/regosched"
-	"github.com/regosched/regosched/internal/version"
+	"github.com/regosched/regosched/internal/plumbing/version"
 	"github.com/regosched/regosched/scheduler/plugin"
 )
 

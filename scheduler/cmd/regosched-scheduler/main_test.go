@@ -10,7 +10,7 @@ import (
 	k8sversion "k8s.io/component-base/version"
 
 	"github.com/regosched/regosched"
-	"github.com/regosched/regosched/internal/version"
+	"github.com/regosched/regosched/internal/plumbing/version"
 )
 
 func TestVersionFlag(t *testing.T) {

@@ -1,0 +1,206 @@
+package judge
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/internal/core/policy"
+)
+
+// FilterRequest asks the filter phase about one pending pod. The fields
+// past Pod are how the two front ends differ, each said once here.
+type FilterRequest struct {
+	// Policy judges; nil is ErrNoPolicy.
+	Policy *policy.Policy
+	// Pod is the pending pod as the scheduler sent it.
+	Pod *v1.Pod
+	// Candidates are the nodes to decide, in the scheduler's order. Nil
+	// decides none up front: a front end that asks node by node (the
+	// plugin's Filter) calls Filtered.Decide.
+	Candidates []string
+	// CandidateLabels, if set, gives candidate i's labels (the extender's
+	// request may carry whole nodes); else the placements' are read.
+	CandidateLabels func(i int, name string) map[string]string
+	// Wait, if set, runs once the pod's groups are known and before its
+	// peers are read: the extender waits there for peers in flight.
+	Wait func(ctx context.Context, s *Subject)
+	// Doubt, if set, is asked after a judgement with conflicts which peers
+	// to re-read from the API server (Refresh); a nil answer re-reads none.
+	// The extender doubts when every candidate is refused to a pod it
+	// verified; the plugin doubts the peers its scheduler's snapshot
+	// disagrees about.
+	Doubt func(ctx context.Context, f *Filtered) func(*model.Pod) bool
+	// SoftTier folds the soft rules in: of the candidates no hard rule
+	// refuses, only those of the lowest total penalty are kept, the others
+	// refused as unresolvable (no eviction is asked for by a soft rule).
+	SoftTier bool
+}
+
+// Filtered is the filter phase's answer for one pending pod.
+type Filtered struct {
+	Subject *Subject
+	// Verdict is the rules' answer among the pod's peers.
+	Verdict *Verdict
+	// Refused are the candidates turned away, in the candidates' order.
+	Refused []Refusal
+	// Candidates are the request's, for Doubt and the recorders.
+	Candidates []string
+}
+
+// Refusal is one node turned away.
+type Refusal struct {
+	// Index is the node's place among the candidates (-1 from Decide).
+	Index int
+	Node  string
+	// Reason is one line per distinct reason, sorted, as the scheduler
+	// shows it in the pod's FailedScheduling event.
+	Reason string
+	// Resolvable says preemption may help: every conflicting peer on the
+	// node may be evicted (a lower priority, not protected by the policy).
+	Resolvable bool
+	// Conflicts are the hard rules that refuse the node; none when only
+	// the soft tier does.
+	Conflicts []model.Conflict
+}
+
+// Filter is the whole filter phase for one pending pod: describe it, wait
+// (Wait) and find its peers, judge the rules, re-read the peers in doubt
+// (Doubt) and judge again, weigh preemption, decide the candidates (hard
+// rules, then the soft tier) and log each refusal once.
+func (j *Judge) Filter(ctx context.Context, req FilterRequest) (*Filtered, error) {
+	s, err := j.Describe(ctx, req.Policy, req.Pod)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.Keys) > 0 && req.Wait != nil {
+		req.Wait(ctx, s)
+	}
+	j.FindPeers(s)
+	f, err := j.judgeCandidates(ctx, s, req.Candidates)
+	if err != nil {
+		return nil, err
+	}
+	if req.Doubt != nil && f.Verdict.HasConflicts() {
+		if suspect := req.Doubt(ctx, f); suspect != nil && j.Refresh(ctx, s, suspect) {
+			if f, err = j.judgeCandidates(ctx, s, req.Candidates); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s.Index() // front ends read peers from many goroutines from now on
+	if req.Candidates == nil {
+		f.Verdict.Nodes(func(node string, cs []model.Conflict) {
+			j.Denied(s, node, cs, f.Verdict.Preemptible(node, nil), "filter")
+		})
+	}
+	for _, r := range f.Refused {
+		j.Denied(s, r.Node, r.Conflicts, r.Resolvable, "filter")
+	}
+	if req.SoftTier {
+		f.softTier(req, j.cfg.Placements.NodeLabels)
+	}
+	return f, nil
+}
+
+// judgeCandidates judges s and decides each candidate by the hard rules.
+func (j *Judge) judgeCandidates(ctx context.Context, s *Subject, candidates []string) (*Filtered, error) {
+	v, err := Evaluate(ctx, s, j.cfg.Placements.NodeLabels)
+	if err != nil {
+		return nil, err
+	}
+	if err := j.weighPreemption(ctx, v); err != nil {
+		return nil, err
+	}
+	f := &Filtered{Subject: s, Verdict: v, Candidates: candidates}
+	if !v.HasConflicts() {
+		return f, nil
+	}
+	// One look-up per candidate: most are turned away by the verdict's
+	// fingerprint of the few nodes with conflicts.
+	for i, name := range candidates {
+		if cs := v.At(name); len(cs) > 0 {
+			f.Refused = append(f.Refused, Refusal{
+				Index: i, Node: name, Reason: Reasons(cs), Resolvable: v.Preemptible(name, nil), Conflicts: cs,
+			})
+		}
+	}
+	return f, nil
+}
+
+// AllRefused reports whether every candidate was refused.
+func (f *Filtered) AllRefused() bool {
+	return len(f.Candidates) > 0 && len(f.Refused) == len(f.Candidates)
+}
+
+// OnRefusedNode reports whether peer stands on a refused candidate: the
+// extender's doubt when every candidate is refused.
+func (f *Filtered) OnRefusedNode(peer *model.Pod) bool {
+	for _, r := range f.Refused {
+		if r.Node == peer.Node {
+			return true
+		}
+	}
+	return false
+}
+
+// Penalties are the soft rules' penalties (nil without peers).
+func (f *Filtered) Penalties() []model.Penalty { return f.Verdict.Penalties }
+
+// softTier refuses, of the candidates the hard rules keep, those above
+// the lowest total penalty; with equal totals it refuses none.
+func (f *Filtered) softTier(req FilterRequest, nodeLabels func(string) (map[string]string, bool)) {
+	table, ok := NewTable(f.Verdict.Penalties)
+	if !ok || f.AllRefused() {
+		return
+	}
+	labels := func(i int, name string) map[string]string {
+		if req.CandidateLabels != nil {
+			return req.CandidateLabels(i, name)
+		}
+		l, _ := nodeLabels(name)
+		return l
+	}
+	refused := make(map[int]bool, len(f.Refused))
+	for _, r := range f.Refused {
+		refused[r.Index] = true
+	}
+	totals := make([]float64, len(req.Candidates))
+	best, worst := math.Inf(1), 0.0
+	for i, name := range req.Candidates {
+		if refused[i] {
+			continue
+		}
+		var l map[string]string
+		if table.NeedsLabels() {
+			l = labels(i, name)
+		}
+		totals[i] = table.Total(name, l)
+		best, worst = min(best, totals[i]), max(worst, totals[i])
+	}
+	if worst == best {
+		return
+	}
+	hard := f.Refused
+	f.Refused = make([]Refusal, 0, len(hard)+len(req.Candidates)/2)
+	reasons := map[float64]string{} // one string per distinct total
+	for i, name := range req.Candidates {
+		if len(hard) > 0 && hard[0].Index == i {
+			f.Refused = append(f.Refused, hard[0])
+			hard = hard[1:]
+			continue
+		}
+		if totals[i] == best {
+			continue
+		}
+		reason, ok := reasons[totals[i]]
+		if !ok {
+			reason = fmt.Sprintf("soft rules: penalty %g here, %g on the nodes kept", totals[i], best)
+			reasons[totals[i]] = reason
+		}
+		f.Refused = append(f.Refused, Refusal{Index: i, Node: name, Reason: reason})
+	}
+}

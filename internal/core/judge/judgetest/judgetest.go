@@ -1,0 +1,251 @@
+// Package judgetest is the conformance table of regosched's front ends:
+// the same pending pods among the same peers, with the answers both the
+// extender (internal/frontend/decision) and regosched-scheduler's plugin must give
+// under the default policy. Each front end runs every case through its own
+// entry points; a case that passes through one and fails through the other
+// is drift.
+package judgetest
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/regosched/regosched/internal/core/judge"
+)
+
+// Outcome is a front end's answer for one node.
+type Outcome string
+
+const (
+	// Pass: no hard rule keeps the pod off the node.
+	Pass Outcome = "pass"
+	// Preemptible: a hard rule does, and preemption may resolve it
+	// (extender FailedNodes, plugin Unschedulable).
+	Preemptible Outcome = "preemptible"
+	// Unresolvable: a hard rule does, and preemption may not resolve it
+	// (extender FailedAndUnresolvableNodes, plugin
+	// UnschedulableAndUnresolvable).
+	Unresolvable Outcome = "unresolvable"
+)
+
+// Case is one pending pod among its peers.
+type Case struct {
+	Name  string
+	Nodes []*corev1.Node
+	// Bound are the bound pods as the placement cache has them.
+	Bound []*corev1.Pod
+	// Now is what the API server says now of bound pods the cache has not
+	// caught up with, by name: nil when the pod is deleted. The plugin's
+	// scheduler snapshot has this view too; the cache does not.
+	Now map[string]*corev1.Pod
+	// Pending is the pod to place; it exists in the API server as a
+	// pending pod of the profile.
+	Pending *corev1.Pod
+	// Want is the outcome on every node.
+	Want map[string]Outcome
+	// Penalties are the soft rules' total penalty on each node (none when
+	// absent); the front ends' scores are judge.Score of them, against the
+	// highest among the nodes that pass.
+	Penalties map[string]float64
+}
+
+// APIReads answers the reads of a fake clientset's pods as the API server
+// does now (tc.Now): a pod tc.Now has is returned as it says, or NotFound
+// when it is nil; the others are left to the clientset, which lists and
+// watches them as the placement cache has them.
+func (tc Case) APIReads(a k8stesting.Action) (bool, runtime.Object, error) {
+	name := a.(k8stesting.GetAction).GetName()
+	now, ok := tc.Now[name]
+	switch {
+	case !ok:
+		return false, nil, nil
+	case now == nil:
+		return true, nil, apierrors.NewNotFound(corev1.Resource("pods"), name)
+	default:
+		return true, now.DeepCopy(), nil
+	}
+}
+
+// Namespace of every pod of the table.
+const Namespace = "shop"
+
+// Node is a node in zone.
+func Node(name, zone string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone,
+	}}}
+}
+
+// Pod is a pod with labels and priority, bound to node unless node is "".
+func Pod(name string, labels map[string]string, prio int32, node string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name, UID: types.UID("uid-" + name), Labels: labels},
+		Spec:       corev1.PodSpec{Priority: &prio, NodeName: node},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+}
+
+// Redis is a pod of Redis cluster cache in role, of shard.
+func Redis(name, role, shard string, prio int32, node string) *corev1.Pod {
+	return Pod(name, map[string]string{
+		"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache",
+		"app.kubernetes.io/component": role, "regosched.io/shard": shard,
+	}, prio, node)
+}
+
+// Elasticsearch is a pod of Elasticsearch cluster es in role (data,
+// master, …).
+func Elasticsearch(name, role string, prio int32, node string) *corev1.Pod {
+	return Pod(name, map[string]string{
+		"app.kubernetes.io/name": "elasticsearch", "app.kubernetes.io/instance": "es", "app.kubernetes.io/component": role,
+	}, prio, node)
+}
+
+func threeZones() []*corev1.Node {
+	return []*corev1.Node{Node("n1", "zone-a"), Node("n2", "zone-a"), Node("n3", "zone-b")}
+}
+
+func oneNode() []*corev1.Node { return []*corev1.Node{Node("n1", "zone-a")} }
+
+// relabelled is p with its component label set to role.
+func relabelled(p *corev1.Pod, role string) *corev1.Pod {
+	q := p.DeepCopy()
+	q.Labels["app.kubernetes.io/component"] = role
+	return q
+}
+
+// unbound is p before its binding: the cache holds such a pod only as a
+// placement recorded ahead of it.
+func unbound(p *corev1.Pod) *corev1.Pod {
+	q := p.DeepCopy()
+	q.Spec.NodeName = ""
+	q.Status.Phase = corev1.PodPending
+	return q
+}
+
+// Cases are the conformance table. The default policy's weights:
+// node_spread 1 (any two pods of one Elasticsearch cluster, on one node),
+// zone_apart 2 (two data pods of one cluster, in one zone).
+func Cases() []Case {
+	esData0 := Elasticsearch("es-data-0", "data", 0, "n1")
+	master1 := Redis("cache-1-master", "master", "1", 0, "n1")
+	return []Case{
+		{
+			Name: "a pod in no group passes everywhere, with no preference", Nodes: threeZones(),
+			Bound:   []*corev1.Pod{esData0},
+			Pending: Pod("web", map[string]string{"app": "web"}, 0, ""),
+			Want:    map[string]Outcome{"n1": Pass, "n2": Pass, "n3": Pass},
+		},
+		{
+			Name: "a data pod avoids a data pod of equal priority, unresolvably, and its zone softly", Nodes: threeZones(),
+			Bound:     []*corev1.Pod{esData0},
+			Pending:   Elasticsearch("es-data-1", "data", 0, ""),
+			Want:      map[string]Outcome{"n1": Unresolvable, "n2": Pass, "n3": Pass},
+			Penalties: map[string]float64{"n1": 3, "n2": 2},
+		},
+		{
+			Name: "a data pod may preempt a lower-priority data pod", Nodes: threeZones(),
+			Bound:     []*corev1.Pod{esData0},
+			Pending:   Elasticsearch("es-data-1", "data", 1000, ""),
+			Want:      map[string]Outcome{"n1": Preemptible, "n2": Pass, "n3": Pass},
+			Penalties: map[string]float64{"n1": 3, "n2": 2},
+		},
+		{
+			Name: "one higher-priority peer on a node makes it unresolvable", Nodes: threeZones(),
+			Bound:     []*corev1.Pod{esData0, Elasticsearch("es-data-2", "data", 5000, "n1")},
+			Pending:   Elasticsearch("es-data-1", "data", 1000, ""),
+			Want:      map[string]Outcome{"n1": Unresolvable, "n2": Pass, "n3": Pass},
+			Penalties: map[string]float64{"n1": 6, "n2": 4},
+		},
+		{
+			Name: "a master pod of the cluster is penalised on the node alone", Nodes: threeZones(),
+			Bound:     []*corev1.Pod{esData0},
+			Pending:   Elasticsearch("es-master-0", "master", 0, ""),
+			Want:      map[string]Outcome{"n1": Pass, "n2": Pass, "n3": Pass},
+			Penalties: map[string]float64{"n1": 1},
+		},
+		{
+			// The extender once called this node resolvable and left the
+			// master to its preempt verb; the plugin let default preemption
+			// evict it.
+			Name: "a Redis master the policy protects is never preemptible, even of lower priority", Nodes: threeZones(),
+			Bound:   []*corev1.Pod{master1},
+			Pending: Redis("cache-2-master", "master", "2", 1000, ""),
+			Want:    map[string]Outcome{"n1": Unresolvable, "n2": Pass, "n3": Pass},
+		},
+		{
+			Name: "a master may preempt a lower-priority replica of its own shard", Nodes: threeZones(),
+			Bound:   []*corev1.Pod{master1, Redis("cache-2-replica", "replica", "2", 0, "n2")},
+			Pending: Redis("cache-2-master", "master", "2", 1000, ""),
+			Want:    map[string]Outcome{"n1": Unresolvable, "n2": Preemptible, "n3": Pass},
+		},
+		{
+			Name: "a peer deleted that the cache still holds does not count", Nodes: oneNode(),
+			Bound:   []*corev1.Pod{esData0},
+			Now:     map[string]*corev1.Pod{"es-data-0": nil},
+			Pending: Elasticsearch("es-data-1", "data", 0, ""),
+			Want:    map[string]Outcome{"n1": Pass},
+		},
+		{
+			Name: "a peer replaced under its name does not count", Nodes: oneNode(),
+			Bound: []*corev1.Pod{esData0},
+			Now: map[string]*corev1.Pod{"es-data-0": func() *corev1.Pod {
+				p := unbound(esData0)
+				p.UID = "uid-es-data-0-again"
+				return p
+			}()},
+			Pending: Elasticsearch("es-data-1", "data", 0, ""),
+			Want:    map[string]Outcome{"n1": Pass},
+		},
+		{
+			// The plugin once kept the cache's labels.
+			Name: "a peer relabelled out of the rule does not count", Nodes: oneNode(),
+			Bound:   []*corev1.Pod{esData0},
+			Now:     map[string]*corev1.Pod{"es-data-0": relabelled(esData0, "master")},
+			Pending: Elasticsearch("es-data-1", "data", 0, ""),
+			Want:    map[string]Outcome{"n1": Pass},
+		},
+		{
+			Name: "a peer relabelled into another rule counts by its new labels", Nodes: oneNode(),
+			Bound:   []*corev1.Pod{master1},
+			Now:     map[string]*corev1.Pod{"cache-1-master": Redis("cache-1-master", "replica", "2", 0, "n1")},
+			Pending: Redis("cache-2-master", "master", "2", 0, ""),
+			Want:    map[string]Outcome{"n1": Unresolvable},
+		},
+		{
+			// The extender once dropped it, judging against a laxer view
+			// than the binding about to land.
+			Name: "a peer recorded before its binding still counts", Nodes: oneNode(),
+			Bound:   []*corev1.Pod{esData0},
+			Now:     map[string]*corev1.Pod{"es-data-0": unbound(esData0)},
+			Pending: Elasticsearch("es-data-1", "data", 0, ""),
+			Want:    map[string]Outcome{"n1": Unresolvable},
+		},
+	}
+}
+
+// WantScores are the scores a front end must give the nodes passing, out of
+// maxScore (judge.Score of tc.Penalties against the highest among them),
+// without those that score 0: the extender leaves them out, as
+// kube-scheduler scores a missing node 0. A pod with no penalty on any of
+// them prefers none and gets no scores.
+func WantScores(tc Case, passing []string, maxScore int64) map[string]int64 {
+	var highest float64
+	for _, n := range passing {
+		highest = max(highest, tc.Penalties[n])
+	}
+	want := map[string]int64{}
+	if highest == 0 {
+		return want
+	}
+	for _, n := range passing {
+		if s := judge.Score(tc.Penalties[n], highest, maxScore); s > 0 {
+			want[n] = s
+		}
+	}
+	return want
+}

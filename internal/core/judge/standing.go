@@ -1,0 +1,61 @@
+package judge
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/internal/core/policy"
+)
+
+// DescribeStanding describes a bound pod as the pending pod it once was
+// (what it avoids), as filter described it: the audit and the repair ask
+// whether it breaks a rule where it stands.
+func DescribeStanding(ctx context.Context, pol *policy.Policy, pod *model.Pod) ([]string, *model.Claims, error) {
+	self := *pod // ours to change: cached pods are shared and immutable
+	self.Node, self.Claims = "", nil
+	keys, c, err := pol.DescribePending(ctx, &self)
+	if err != nil {
+		return nil, nil, fmt.Errorf("describing %s: %w", pod.Key(), err)
+	}
+	return keys, c, nil
+}
+
+// Standing judges the bound pod where it stands, with keys and c from
+// DescribeStanding, among its peers as view holds them, those in changed
+// replaced (their roles after a failover, say). It returns the conflicts
+// on the pod's own node, in the policy's order, and the peers judged.
+func Standing(ctx context.Context, pol *policy.Policy, view PeerView, pod *model.Pod, keys []string, c *model.Claims,
+	changed map[types.UID]*model.Pod) ([]model.Conflict, []*model.Pod, error) {
+	if len(keys) == 0 {
+		return nil, nil, nil
+	}
+	self := *pod
+	self.Node, self.Claims = "", c
+	peers := view.Peers(keys, pod.UID)
+	if len(changed) > 0 {
+		peers = slices.Clone(peers)
+		for i, q := range peers {
+			if h, ok := changed[q.UID]; ok {
+				peers[i] = h
+			}
+		}
+	}
+	if len(peers) == 0 {
+		return nil, nil, nil
+	}
+	conflicts, err := pol.Conflicts(ctx, policy.NewInput(&self, peers, view.NodeLabels))
+	if err != nil {
+		return nil, nil, fmt.Errorf("judging %s: %w", pod.Key(), err)
+	}
+	var here []model.Conflict
+	for _, c := range conflicts {
+		if c.Node == pod.Node {
+			here = append(here, c)
+		}
+	}
+	return here, peers, nil
+}

@@ -1,0 +1,190 @@
+package judge
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/internal/core/policy"
+)
+
+// Verdict is the hard and soft rules' answer for a subject: the conflicts
+// by node, and the penalties.
+type Verdict struct {
+	Subject   *Subject
+	Penalties []model.Penalty
+	// raw are the hard rules' conflicts as the policy gave them; conflicts
+	// holds them by node (a handful of nodes, asked about every candidate,
+	// thousands), indexed on first use: a prioritize call that wants the
+	// penalties alone never builds it.
+	raw       []model.Conflict
+	once      sync.Once
+	conflicts fewNodes[[]model.Conflict]
+	// evictable says, of each peer in conflict, whether preemption may
+	// evict it (WeighPreemption).
+	evictable map[types.UID]bool
+}
+
+// conflicts evaluates the hard rules alone.
+func (j *Judge) conflicts(ctx context.Context, s *Subject) (*Verdict, error) {
+	v := &Verdict{Subject: s}
+	if len(s.Peers) == 0 {
+		return v, nil
+	}
+	conflicts, err := s.Policy.Conflicts(ctx, policy.NewInput(s.Pod, s.Peers, j.cfg.Placements.NodeLabels))
+	if err != nil {
+		return nil, fmt.Errorf("judging pod %s: %w", s.Pod.Key(), err)
+	}
+	v.setConflicts(conflicts)
+	return v, nil
+}
+
+func (v *Verdict) setConflicts(conflicts []model.Conflict) { v.raw = conflicts }
+
+// index builds the conflicts by node, once; safe from many goroutines.
+func (v *Verdict) index() {
+	v.once.Do(func() {
+		byNode := make(map[string][]model.Conflict, len(v.raw))
+		for _, c := range v.raw {
+			byNode[c.Node] = append(byNode[c.Node], c)
+		}
+		v.conflicts = newFewNodes(byNode)
+	})
+}
+
+// HasConflicts reports whether any node is turned away.
+func (v *Verdict) HasConflicts() bool { return len(v.raw) > 0 }
+
+// At returns the conflicts on node.
+func (v *Verdict) At(node string) []model.Conflict {
+	if len(v.raw) == 0 {
+		return nil
+	}
+	v.index()
+	cs, _ := v.conflicts.get(node)
+	return cs
+}
+
+// Nodes calls f for every node with conflicts, in no order.
+func (v *Verdict) Nodes(f func(node string, cs []model.Conflict)) {
+	if len(v.raw) == 0 {
+		return
+	}
+	v.index()
+	for node, cs := range v.conflicts.m {
+		f(node, cs)
+	}
+}
+
+// Denied is every node the hard rules turn away, with its reasons
+// (Reasons); nil when none is.
+func (v *Verdict) Denied() map[string]string {
+	var denied map[string]string
+	v.Nodes(func(node string, cs []model.Conflict) {
+		if denied == nil {
+			denied = make(map[string]string, len(v.raw))
+		}
+		denied[node] = Reasons(cs)
+	})
+	return denied
+}
+
+// weighPreemption works out, for every peer in conflict, whether
+// preemption may evict it (Evictable), so that Preemptible, which a
+// framework calls for many nodes at once, only reads.
+func (j *Judge) weighPreemption(ctx context.Context, v *Verdict) error {
+	if !v.HasConflicts() {
+		return nil
+	}
+	v.evictable = make(map[types.UID]bool, len(v.raw))
+	var err error
+	v.Nodes(func(_ string, cs []model.Conflict) {
+		for _, c := range cs {
+			if _, done := v.evictable[c.Peer]; done || err != nil {
+				continue
+			}
+			v.evictable[c.Peer], err = j.Evictable(ctx, v.Subject, c.Peer)
+		}
+	})
+	return err
+}
+
+// Preemptible reports whether preemption can resolve the conflicts on
+// node: every conflicting peer there (but those removed, as a preemption
+// dry run removes victims) is evictable, as weighPreemption found. The
+// extender and the plugin once differed on protection: the extender left
+// protected peers to its preempt verb, and the plugin let default
+// preemption evict them; one answer, here, keeps both from trying.
+func (v *Verdict) Preemptible(node string, removed func(types.UID) bool) bool {
+	for _, c := range v.At(node) {
+		if removed != nil && removed(c.Peer) {
+			continue
+		}
+		if !v.evictable[c.Peer] {
+			return false
+		}
+	}
+	return true
+}
+
+// Evictable reports whether preemption for s may evict the pod uid: a pod
+// the placements do not hold cannot be judged and is not, a pod of equal
+// or higher priority is not, nor is one the policy protects.
+func (j *Judge) Evictable(ctx context.Context, s *Subject, uid types.UID) (bool, error) {
+	p, ok := s.Peer(uid)
+	if !ok || p.Priority >= s.Pod.Priority {
+		return false, nil
+	}
+	protected, err := j.Protected(ctx, s, uid)
+	return !protected, err
+}
+
+// Protected asks the policy whether the pod uid must not be evicted. Only
+// pods the placements hold (members of a group) can be: the policy knows
+// nothing of the others. Answers are kept in s.
+func (j *Judge) Protected(ctx context.Context, s *Subject, uid types.UID) (bool, error) {
+	s.mu.Lock()
+	v, ok := s.protected[uid]
+	s.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	pod, ok := s.Peer(uid)
+	if !ok {
+		if pod, ok = j.cfg.Placements.PodByUID(uid); !ok {
+			return false, nil
+		}
+	}
+	v, err := s.Policy.Protected(ctx, pod)
+	if err != nil {
+		return false, fmt.Errorf("asking whether %s is protected: %w", pod.Key(), err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.protected == nil {
+		s.protected = map[types.UID]bool{}
+	}
+	s.protected[uid] = v
+	return v, nil
+}
+
+// Reasons gives one line per distinct reason of cs, in a stable order.
+func Reasons(cs []model.Conflict) string {
+	reasons := make([]string, len(cs))
+	for i, c := range cs {
+		reasons[i] = c.Reason
+	}
+	return joinReasons(reasons)
+}
+
+// joinReasons sorts reasons, drops repeats and joins them with "; ".
+func joinReasons(reasons []string) string {
+	reasons = slices.Clone(reasons)
+	slices.Sort(reasons)
+	return strings.Join(slices.Compact(reasons), "; ")
+}

@@ -1,0 +1,37 @@
+package placement
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/regosched/regosched/internal/core/model"
+)
+
+func TestPodFromObject(t *testing.T) {
+	labels := map[string]string{"a": "b"}
+	tests := []struct {
+		name string
+		in   *corev1.Pod
+		want *model.Pod
+	}{
+		{
+			name: "bound with priority",
+			in:   newPod("shop", "p", labels, onNode("n1"), withPriority(-5)),
+			want: &model.Pod{Namespace: "shop", Name: "p", UID: "uid-p", Labels: model.NewLabels(labels), Priority: -5, Node: "n1"},
+		},
+		{
+			name: "pending, nil priority and labels",
+			in:   newPod("shop", "p", nil, inPhase(corev1.PodPending)),
+			want: &model.Pod{Namespace: "shop", Name: "p", UID: "uid-p"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, model.PodFromObject(tt.in)); diff != "" {
+				t.Errorf("model.PodFromObject() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,93 @@
+package decision
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/regosched/regosched/internal/core/judge/judgetest"
+	"github.com/regosched/regosched/internal/core/placement/placementtest"
+	"github.com/regosched/regosched/internal/core/policy"
+)
+
+// TestConformance runs the front ends' conformance table through the
+// extender's filter and prioritize verbs; scheduler/plugin runs the same
+// table through the framework plugin.
+func TestConformance(t *testing.T) {
+	pol := defaultPolicy(t)
+	for _, tc := range judgetest.Cases() {
+		t.Run(tc.Name, func(t *testing.T) {
+			d := conformanceDecider(t, pol, tc)
+			var names []string
+			for _, n := range tc.Nodes {
+				names = append(names, n.Name)
+			}
+			pending := tc.Pending.DeepCopy()
+			pending.Spec.SchedulerName = testScheduler
+			res, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{Pod: pending, NodeNames: &names})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]judgetest.Outcome{}
+			for _, n := range *res.NodeNames {
+				got[n] = judgetest.Pass
+			}
+			for n := range res.FailedNodes {
+				got[n] = judgetest.Preemptible
+			}
+			for n := range res.FailedAndUnresolvableNodes {
+				got[n] = judgetest.Unresolvable
+			}
+			if diff := cmp.Diff(tc.Want, got); diff != "" {
+				t.Errorf("filter (-want +got):\n%s", diff)
+			}
+			passing := slices.Clone(*res.NodeNames)
+			scores, err := d.PrioritizeList(context.Background(), &extenderv1.ExtenderArgs{Pod: pending, NodeNames: &passing})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotScores := map[string]int64{}
+			for _, s := range scores {
+				gotScores[s.Host] = s.Score
+			}
+			if diff := cmp.Diff(judgetest.WantScores(tc, passing, extenderv1.MaxExtenderPriority), gotScores); diff != "" {
+				t.Errorf("prioritize (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// conformanceDecider is a Decider whose placement cache lists tc's nodes
+// and bound pods, and whose API reads see tc.Now: the cache behind the API
+// server.
+func conformanceDecider(t *testing.T, pol *policy.Policy, tc judgetest.Case) *Decider {
+	t.Helper()
+	var objs []runtime.Object
+	for _, n := range tc.Nodes {
+		objs = append(objs, n)
+	}
+	for _, p := range tc.Bound {
+		p = p.DeepCopy()
+		p.Spec.SchedulerName = testScheduler
+		objs = append(objs, p)
+	}
+	pending := tc.Pending.DeepCopy()
+	pending.Spec.SchedulerName = testScheduler
+	objs = append(objs, pending)
+	client := fake.NewClientset(objs...)
+	client.PrependReactor("get", "pods", tc.APIReads)
+	log, _ := logtest.NewNullLogger()
+	cache := placementtest.Start(t, client, policy.Describer(func() *policy.Policy { return pol }))
+	d, err := New(cache, staticPolicies{pol}, log, prometheus.NewRegistry(), Options{Client: client, SchedulerName: testScheduler})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}

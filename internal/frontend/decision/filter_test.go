@@ -1,0 +1,317 @@
+package decision
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/internal/core/placement"
+	"github.com/regosched/regosched/internal/core/policy"
+)
+
+func TestFilter(t *testing.T) {
+	candidates := []string{"node-1", "node-2", "node-3", "node-4"}
+	tests := []struct {
+		name  string
+		pod   *model.Pod
+		peers []*model.Pod
+		want  *extenderv1.ExtenderFilterResult
+	}{
+		{
+			name: "pod no rule applies to passes every node",
+			pod:  &model.Pod{Namespace: "shop", Name: "web", UID: "web", Labels: model.NewLabels(map[string]string{"app": "web"})},
+			want: &extenderv1.ExtenderFilterResult{NodeNames: names(candidates...)},
+		},
+		{
+			name:  "first master of a cluster passes every node",
+			pod:   redis("cache-0-master", "master", "0", "", 0),
+			peers: nil,
+			want:  &extenderv1.ExtenderFilterResult{NodeNames: names(candidates...)},
+		},
+		{
+			name: "two masters never share a node; equal priority is unresolvable",
+			pod:  redis("cache-0-master", "master", "0", "", 0),
+			peers: []*model.Pod{
+				redis("cache-1-master", "master", "1", "node-2", 0),
+				redis("cache-1-replica", "replica", "1", "node-3", 0),
+			},
+			want: &extenderv1.ExtenderFilterResult{
+				NodeNames:   names("node-1", "node-3", "node-4"),
+				FailedNodes: extenderv1.FailedNodesMap{},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
+					"node-2": "redis: master shop/cache-1-master of cluster cache already on this node",
+				},
+			},
+		},
+		{
+			name: "a lower-priority conflicting peer can be preempted",
+			pod:  redis("cache-0-master", "master", "0", "", 1000),
+			peers: []*model.Pod{
+				redis("cache-0-replica", "replica", "0", "node-2", 0),
+			},
+			want: &extenderv1.ExtenderFilterResult{
+				NodeNames: names("node-1", "node-3", "node-4"),
+				FailedNodes: extenderv1.FailedNodesMap{
+					"node-2": "redis: replica shop/cache-0-replica of cluster cache (shard 0) already on this node",
+				},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{},
+			},
+		},
+		{
+			// The policy protects Redis masters from preemption: the extender
+			// once reported the node resolvable and left the master to its
+			// preempt verb, while the plugin had default preemption evict it.
+			name: "a lower-priority master the policy protects cannot be preempted",
+			pod:  redis("cache-0-master", "master", "0", "", 1000),
+			peers: []*model.Pod{
+				redis("cache-1-master", "master", "1", "node-2", 0),
+			},
+			want: &extenderv1.ExtenderFilterResult{
+				NodeNames:   names("node-1", "node-3", "node-4"),
+				FailedNodes: extenderv1.FailedNodesMap{},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
+					"node-2": "redis: master shop/cache-1-master of cluster cache already on this node",
+				},
+			},
+		},
+		{
+			name: "replica avoids the master of its own shard only",
+			pod:  redis("cache-0-replica", "replica", "0", "", 0),
+			peers: []*model.Pod{
+				redis("cache-0-master", "master", "0", "node-1", 0),
+				redis("cache-1-master", "master", "1", "node-2", 0),
+				redis("cache-1-replica", "replica", "1", "node-3", 0),
+			},
+			want: &extenderv1.ExtenderFilterResult{
+				NodeNames:   names("node-2", "node-3", "node-4"),
+				FailedNodes: extenderv1.FailedNodesMap{},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
+					"node-1": "redis: master shop/cache-0-master of cluster cache (shard 0) already on this node",
+				},
+			},
+		},
+		{
+			name: "several conflicts on one node are all named, in order",
+			pod:  redis("cache-0-master", "master", "0", "", 0),
+			peers: []*model.Pod{
+				redis("cache-1-master", "master", "1", "node-4", 0),
+				redis("cache-0-replica", "replica", "0", "node-4", 0),
+			},
+			want: &extenderv1.ExtenderFilterResult{
+				NodeNames:   names("node-1", "node-2", "node-3"),
+				FailedNodes: extenderv1.FailedNodesMap{},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
+					"node-4": "redis: master shop/cache-1-master of cluster cache already on this node; " +
+						"redis: replica shop/cache-0-replica of cluster cache (shard 0) already on this node",
+				},
+			},
+		},
+		{
+			name: "a conflict on a node that is not a candidate changes nothing",
+			pod:  esData("es-data-2", ""),
+			peers: []*model.Pod{
+				esData("es-data-0", "node-9"),
+			},
+			want: &extenderv1.ExtenderFilterResult{
+				NodeNames:                  names(candidates...),
+				FailedNodes:                extenderv1.FailedNodesMap{},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, _ := newDecider(t, tt.peers, prometheus.NewRegistry())
+			got, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{
+				Pod: pendingPod(tt.pod), NodeNames: names(candidates...),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Filter() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFilterFullNodes(t *testing.T) {
+	// A scheduler without nodeCacheCapable sends and expects Node objects.
+	d, _ := newDecider(t, []*model.Pod{
+		esData("es-data-0", "node-1"), esData("es-data-1", "node-3"),
+	}, prometheus.NewRegistry())
+	nodes := &v1.NodeList{}
+	for _, n := range []string{"node-1", "node-2", "node-3"} {
+		nodes.Items = append(nodes.Items, v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: zones[n]}})
+	}
+	got, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{Pod: pendingPod(esData("es-data-2", "")), Nodes: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &extenderv1.ExtenderFilterResult{
+		Nodes:       &v1.NodeList{Items: []v1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "node-2", Labels: zones["node-2"]}}}},
+		FailedNodes: extenderv1.FailedNodesMap{},
+		FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
+			"node-1": "elasticsearch: data logs/es-data-0 of cluster es already on this node",
+			"node-3": "elasticsearch: data logs/es-data-1 of cluster es already on this node",
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Filter() mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestFilterCountsDenials(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	d, _ := newDecider(t, []*model.Pod{esData("es-data-0", "node-1")}, reg)
+	if _, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{
+		Pod: pendingPod(esData("es-data-1", "")), NodeNames: names("node-1", "node-2"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP regosched_filter_denials_total Candidate nodes a hard rule turned the pending pod away from, by rule and by whether preemption could resolve the conflict.
+# TYPE regosched_filter_denials_total counter
+regosched_filter_denials_total{resolvable="false",rule="elasticsearch-data"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "regosched_filter_denials_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestFilterRefreshesStalePeersBeforeRefusingEverything emulates a cache
+// that is behind the API: kube-scheduler retries a pod right after a peer
+// was deleted or relabelled, before our informer has seen it. The cache
+// (over one clientset) still holds es-data-0 on node-1; the API (another
+// clientset) says otherwise.
+func TestFilterRefreshesStalePeersBeforeRefusingEverything(t *testing.T) {
+	peer := esData("es-data-0", "node-1")
+	relabelled := podObject(peer)
+	relabelled.Labels = map[string]string{
+		"app.kubernetes.io/name": "elasticsearch", "app.kubernetes.io/instance": "es", "app.kubernetes.io/component": "master",
+	}
+	tests := []struct {
+		name   string
+		api    []runtime.Object
+		wantOK bool
+	}{
+		{name: "peer deleted", api: nil, wantOK: true},
+		{name: "peer relabelled to a role without the rule", api: []runtime.Object{relabelled}, wantOK: true},
+		{name: "peer still there", api: []runtime.Object{podObject(peer)}, wantOK: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, _ := newDecider(t, []*model.Pod{peer}, prometheus.NewRegistry())
+			// The pending pod is the profile's, in the API: only such a pod's
+			// filter call may spend reads on its peers.
+			pending := esData("es-data-1", "")
+			d.opts.Client = fake.NewClientset(append(tt.api, profilePod(pending, testScheduler))...)
+			if err := d.newJudge(nil); err != nil {
+				t.Fatal(err)
+			}
+			got, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{
+				Pod: pendingPod(pending), NodeNames: names("node-1"),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok := len(*got.NodeNames) == 1; ok != tt.wantOK {
+				t.Errorf("node-1 kept = %v, want %v (result %+v)", ok, tt.wantOK, got)
+			}
+		})
+	}
+}
+
+// TestFilterUsesPendingDescriptions: filter takes the pending pod's
+// description made when the pod was created, and describes the pod itself
+// when the request's pod differs from the one described (here relabelled to
+// a role no rule concerns), so the decision always follows the request.
+func TestFilterUsesPendingDescriptions(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	d, client := newDecider(t, []*model.Pod{esData("es-data-0", "node-1")}, reg)
+	pending := esData("es-data-1", "")
+	obj := pendingPod(pending)
+	obj.Spec.SchedulerName = "regosched"
+	if _, err := client.CoreV1().Pods(obj.Namespace).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	log, _ := logtest.NewNullLogger()
+	views, err := placement.NewPending(client, "regosched", policy.PendingDescriber(d.policies.Load, nil), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); views.Shutdown() })
+	views.Start(ctx)
+	if !views.WaitForSync(ctx) || views.Len() != 1 {
+		t.Fatalf("pending pods described: %d, want 1", views.Len())
+	}
+	d.opts.Pending = views
+	reg = prometheus.NewRegistry()
+	if err := d.newJudge(reg); err != nil {
+		t.Fatal(err)
+	}
+
+	relabelled := pendingPod(pending)
+	relabelled.Labels["app.kubernetes.io/component"] = "master"
+	tests := []struct {
+		name      string
+		pod       *v1.Pod
+		wantKept  []string
+		wantAhead float64
+		wantNow   float64
+	}{
+		{"as created", pendingPod(pending), []string{"node-2"}, 1, 0},
+		{"relabelled since", relabelled, []string{"node-1", "node-2"}, 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{Pod: tt.pod, NodeNames: names("node-1", "node-2")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.wantKept, *got.NodeNames); diff != "" {
+				t.Errorf("kept (-want +got):\n%s", diff)
+			}
+			ahead := counter(t, reg, "regosched_pending_descriptions_total", "when", "ahead")
+			now := counter(t, reg, "regosched_pending_descriptions_total", "when", "in_request")
+			if ahead != tt.wantAhead || now != tt.wantNow {
+				t.Errorf("descriptions used: ahead %v, in request %v; want %v, %v", ahead, now, tt.wantAhead, tt.wantNow)
+			}
+		})
+	}
+}
+
+// counter is the value of the counter name{label="value"} gathered from g
+// (0 when it has no such series).
+func counter(t *testing.T, g prometheus.Gatherer, name, label, value string) float64 {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,75 @@
+package decision
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/prometheus/client_golang/prometheus"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/regosched/regosched/internal/core/model"
+)
+
+// With the soft rules folded into filter, filter keeps the candidates of
+// the lowest total penalty among those no hard rule turns away: the same
+// totals TestPrioritize scores.
+func TestFilterSoftInFilter(t *testing.T) {
+	candidates := []string{"node-1", "node-2", "node-3", "node-4"}
+	tests := []struct {
+		name  string
+		pod   *model.Pod
+		peers []*model.Pod
+		want  *extenderv1.ExtenderFilterResult
+	}{
+		{
+			name: "no peers: every candidate",
+			pod:  redis("cache-0-master", "master", "0", "", 0),
+			want: &extenderv1.ExtenderFilterResult{NodeNames: names(candidates...)},
+		},
+		{
+			// node-1 holds the master of the replica's shard (hard); the
+			// totals of the others are 1, 0 and 2 (see TestPrioritize).
+			name: "the best of the candidates left",
+			pod:  redis("cache-0-replica", "replica", "0", "", 0),
+			peers: []*model.Pod{
+				redis("cache-0-master", "master", "0", "node-1", 0),
+				redis("cache-1-master", "master", "1", "node-2", 0),
+			},
+			want: &extenderv1.ExtenderFilterResult{
+				NodeNames: names("node-3"),
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
+					"node-1": "redis: master shop/cache-0-master of cluster cache (shard 0) already on this node",
+					"node-2": "soft rules: penalty 1 here, 0 on the nodes kept",
+					"node-4": "soft rules: penalty 2 here, 0 on the nodes kept",
+				},
+			},
+		},
+		{
+			name:  "equal penalties: no candidate turned away for them",
+			pod:   esData("es-data-1", ""),
+			peers: []*model.Pod{esData("es-data-0", "node-2")},
+			want: &extenderv1.ExtenderFilterResult{
+				NodeNames: names("node-1", "node-3", "node-4"),
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
+					"node-2": "elasticsearch: data logs/es-data-0 of cluster es already on this node",
+				},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, _ := newDeciderWith(t, tt.peers, prometheus.NewRegistry(), Options{SoftInFilter: true})
+			got, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{
+				Pod: pendingPod(tt.pod), NodeNames: names(candidates...),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Filter() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,334 @@
+package explain
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/regosched/regosched"
+	"github.com/regosched/regosched/internal/core/bundles"
+	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/internal/plumbing/output"
+)
+
+var zones = map[string]string{"node-1": "zone-a", "node-2": "zone-b", "node-3": "zone-c", "node-4": "zone-a"}
+
+func nodes() []runtime.Object {
+	var objs []runtime.Object
+	for name, zone := range zones {
+		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name: name, Labels: map[string]string{"topology.kubernetes.io/zone": zone},
+		}})
+	}
+	return objs
+}
+
+func redisLabels(cluster, role, shard string) map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":      "redis",
+		"app.kubernetes.io/instance":  cluster,
+		"app.kubernetes.io/component": role,
+		"regosched.io/shard":          shard,
+	}
+}
+
+// redis is a Redis pod of cluster cache; bound when node is set, with UID
+// "uid-<name>" then.
+func redis(ns, name, role, shard, node string, prio int32) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: redisLabels("cache", role, shard)},
+		Spec:       corev1.PodSpec{Priority: &prio, NodeName: node},
+	}
+	if node != "" {
+		p.UID = types.UID("uid-" + name)
+		p.Status.Phase = corev1.PodRunning
+	}
+	return p
+}
+
+func defaultPolicy(t *testing.T) *policy.Policy {
+	t.Helper()
+	pol, source, err := bundles.Options{}.LoadLocal(context.Background(), "", regosched.DefaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if source != bundles.EmbeddedName {
+		t.Errorf("source = %q, want %q", source, bundles.EmbeddedName)
+	}
+	return pol
+}
+
+func explain(t *testing.T, pol *policy.Policy, pod *corev1.Pod, objs ...runtime.Object) *Report {
+	t.Helper()
+	log, _ := logtest.NewNullLogger()
+	r, err := Explain(context.Background(), pod, Options{
+		Client: fake.NewClientset(append(nodes(), objs...)...), Policy: pol, PolicySource: bundles.EmbeddedName, Log: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func score(s int64) *int64 { return &s }
+
+// shop holds one Redis cluster "cache": shard 0's master on node-1 (low
+// priority) and replica on node-2, shard 1's master on node-3 (high
+// priority).
+func shop() []runtime.Object {
+	return []runtime.Object{
+		redis("shop", "cache-0-master", "master", "0", "node-1", 0),
+		redis("shop", "cache-0-replica", "replica", "0", "node-2", 0),
+		redis("shop", "cache-1-master", "master", "1", "node-3", 1000),
+	}
+}
+
+func TestExplain(t *testing.T) {
+	pol := defaultPolicy(t)
+	peer := func(name, role, shard, node string, prio int32) Peer {
+		return Peer{Pod: "shop/" + name, Node: node, Priority: prio, Labels: redisLabels("cache", role, shard)}
+	}
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		objs []runtime.Object
+		want *Report
+	}{
+		{
+			// The policy protects masters from preemption: the lower-priority
+			// master's node is no more resolvable than the other.
+			name: "a master fails on the nodes of the other masters of its cluster",
+			pod:  redis("shop", "cache-2-master", "master", "2", "", 100),
+			objs: shop(),
+			want: &Report{
+				Pod:      "shop/cache-2-master",
+				PeerKeys: []string{"redis/shop/cache"},
+				Peers: []Peer{
+					peer("cache-0-master", "master", "0", "node-1", 0),
+					peer("cache-0-replica", "replica", "0", "node-2", 0),
+					peer("cache-1-master", "master", "1", "node-3", 1000),
+				},
+				Scored: true,
+				Nodes: []NodeResult{
+					// Lower priority than the pod: preemption may help.
+					{Node: "node-1", Verdict: Unresolvable, Reason: "redis: master shop/cache-0-master of cluster cache already on this node", Denials: []Denial{{Rule: "redis-masters", Peer: "shop/cache-0-master", Reason: "redis: master shop/cache-0-master of cluster cache already on this node"}}},
+					{Node: "node-3", Verdict: Unresolvable, Reason: "redis: master shop/cache-1-master of cluster cache already on this node", Denials: []Denial{{Rule: "redis-masters", Peer: "shop/cache-1-master", Reason: "redis: master shop/cache-1-master of cluster cache already on this node"}}},
+					{Node: "node-4", Verdict: OK, Score: score(10)},
+					// A peer of the cluster on it: spread.
+					{Node: "node-2", Verdict: OK, Score: score(0)},
+				},
+			},
+		},
+		{
+			name: "a pod no rule applies to passes everywhere, without preference",
+			pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+				Namespace: "shop", Name: "web", Labels: map[string]string{"app": "web"},
+			}},
+			objs: shop(),
+			want: &Report{
+				Pod:         "shop/web",
+				Unprotected: []policy.Unprotected{{Reason: "no_workload", Message: "no workload of the policy matches the pod's labels"}},
+				Nodes: []NodeResult{
+					{Node: "node-1", Verdict: OK, Score: score(0)},
+					{Node: "node-2", Verdict: OK, Score: score(0)},
+					{Node: "node-3", Verdict: OK, Score: score(0)},
+					{Node: "node-4", Verdict: OK, Score: score(0)},
+				},
+			},
+		},
+		{
+			name: "a pod without namespace is in default, and its peers are those of default",
+			pod:  redis("", "cache-1-master", "master", "1", "", 0),
+			objs: append(shop(), redis("default", "cache-0-master", "master", "0", "node-4", 0)),
+			want: &Report{
+				Pod:      "default/cache-1-master",
+				PeerKeys: []string{"redis/default/cache"},
+				Peers: []Peer{{
+					Pod: "default/cache-0-master", Node: "node-4", Labels: redisLabels("cache", "master", "0"),
+				}},
+				// The only penalised node failed: no preference among the rest.
+				Nodes: []NodeResult{
+					{Node: "node-4", Verdict: Unresolvable, Reason: "redis: master default/cache-0-master of cluster cache already on this node", Denials: []Denial{{Rule: "redis-masters", Peer: "default/cache-0-master", Reason: "redis: master default/cache-0-master of cluster cache already on this node"}}},
+					{Node: "node-1", Verdict: OK, Score: score(0)},
+					{Node: "node-2", Verdict: OK, Score: score(0)},
+					{Node: "node-3", Verdict: OK, Score: score(0)},
+				},
+			},
+		},
+		{
+			name: "the manifest of a bound pod is not its own peer",
+			pod:  redis("shop", "cache-0-master", "master", "0", "", 0), // no UID, as written by hand
+			objs: shop(),
+			want: &Report{
+				Pod:      "shop/cache-0-master",
+				PeerKeys: []string{"redis/shop/cache"},
+				BoundTo:  "node-1",
+				Peers: []Peer{
+					peer("cache-0-replica", "replica", "0", "node-2", 0),
+					peer("cache-1-master", "master", "1", "node-3", 1000),
+				},
+				Nodes: []NodeResult{
+					{Node: "node-2", Verdict: Unresolvable, Reason: "redis: replica shop/cache-0-replica of cluster cache (shard 0) already on this node", Denials: []Denial{{Rule: "redis-master-replica", Peer: "shop/cache-0-replica", Reason: "redis: replica shop/cache-0-replica of cluster cache (shard 0) already on this node"}}},
+					{Node: "node-3", Verdict: Unresolvable, Reason: "redis: master shop/cache-1-master of cluster cache already on this node", Denials: []Denial{{Rule: "redis-masters", Peer: "shop/cache-1-master", Reason: "redis: master shop/cache-1-master of cluster cache already on this node"}}},
+					{Node: "node-1", Verdict: OK, Score: score(0)},
+					{Node: "node-4", Verdict: OK, Score: score(0)},
+				},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := tt.pod.DeepCopy()
+			got := explain(t, pol, tt.pod, tt.objs...)
+			tt.want.Policy = PolicyInfo{Source: bundles.EmbeddedName, Revision: pol.Revision()}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Explain() mismatch (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(before, tt.pod); diff != "" {
+				t.Errorf("Explain() changed the pod (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRenderTable(t *testing.T) {
+	pol := defaultPolicy(t)
+	r := explain(t, pol, redis("shop", "cache-2-master", "master", "2", "", 100), shop()...)
+	var b bytes.Buffer
+	if err := Render(&b, r, output.Table); err != nil {
+		t.Fatal(err)
+	}
+	want := `Pod:       shop/cache-2-master
+Policy:    ` + bundles.EmbeddedName + `, revision ` + pol.Revision() + `
+Peer keys: redis/shop/cache
+Peers:     shop/cache-0-master on node-1
+           shop/cache-0-replica on node-2
+           shop/cache-1-master on node-3
+Nodes:     4: 2 ok, 0 failed, 2 unresolvable
+
+NODE    VERDICT       SCORE  REASON
+node-1  unresolvable  -      redis: master shop/cache-0-master of cluster cache already on this node
+node-3  unresolvable  -      redis: master shop/cache-1-master of cluster cache already on this node
+node-4  ok            10
+node-2  ok            0
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("table mismatch (-want +got):\n%s", diff)
+	}
+
+	// The header of a pod no rule applies to says so, and why.
+	r = explain(t, pol, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web"}})
+	b.Reset()
+	if err := Render(&b, r, output.Table); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		"Pod:             default/web\n",
+		"No rule applies: no workload of the policy matches the pod's labels\n",
+		"Peer keys:       none: no rule of this policy applies to the pod\n",
+		"Scores:          no preference among the nodes that pass: every one scores 0\n",
+	} {
+		if !strings.Contains(b.String(), line) {
+			t.Errorf("table lacks %q:\n%s", line, b.String())
+		}
+	}
+}
+
+func TestRenderJSON(t *testing.T) {
+	pol := defaultPolicy(t)
+	r := explain(t, pol, redis("shop", "cache-2-master", "master", "2", "", 100), shop()...)
+	var b bytes.Buffer
+	if err := Render(&b, r, output.JSON); err != nil {
+		t.Fatal(err)
+	}
+	var got Report
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatalf("JSON output does not parse: %v\n%s", err, b.String())
+	}
+	if diff := cmp.Diff(r, &got); diff != "" {
+		t.Errorf("JSON round trip mismatch (-want +got):\n%s", diff)
+	}
+	// Field names a script relies on.
+	var raw struct {
+		Nodes []map[string]any `json:"nodes"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]any{
+		"node": "node-1", "verdict": "unresolvable", "reason": "redis: master shop/cache-0-master of cluster cache already on this node",
+		"denials": []any{map[string]any{
+			"rule": "redis-masters", "peer": "shop/cache-0-master",
+			"reason": "redis: master shop/cache-0-master of cluster cache already on this node",
+		}},
+	}, raw.Nodes[0]); diff != "" {
+		t.Errorf("first node in JSON mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestExplainAPIErrors(t *testing.T) {
+	pol := defaultPolicy(t)
+	tests := []struct {
+		name     string
+		resource string
+		want     string
+	}{
+		{"nodes", "nodes", "listing nodes from the API server: nodes is forbidden"},
+		{"pods", "pods", "listing pods from the API server: pods is forbidden"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset(nodes()...)
+			client.PrependReactor("list", tt.resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, errors.New(tt.resource + " is forbidden")
+			})
+			log, _ := logtest.NewNullLogger()
+			_, err := Explain(context.Background(), redis("shop", "m", "master", "0", "", 0), Options{Client: client, Policy: pol, Log: log})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Explain() error = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestExplainSyncTimeout: an API server that answers the first list but not
+// the informers' gives up after SyncTimeout, saying so.
+func TestExplainSyncTimeout(t *testing.T) {
+	client := fake.NewClientset(nodes()...)
+	var failed atomic.Int32
+	client.PrependReactor("list", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if l, ok := a.(k8stesting.ListActionImpl); ok && l.ListOptions.Limit == 1 {
+			return false, nil, nil // Explain's own check: answered
+		}
+		failed.Add(1)
+		return true, nil, errors.New("etcd is down") // the informer's list
+	})
+	log, _ := logtest.NewNullLogger()
+	start := time.Now()
+	_, err := Explain(context.Background(), redis("shop", "m", "master", "0", "", 0), Options{
+		Client: client, Policy: defaultPolicy(t), SyncTimeout: 300 * time.Millisecond, Log: log,
+	})
+	if want := "did not sync with the API server within 300ms"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Explain() error = %v, want %q", err, want)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("Explain() took %s with a 300ms timeout", took)
+	}
+	if failed.Load() == 0 {
+		t.Error("the informer never listed nodes")
+	}
+}

@@ -1,0 +1,430 @@
+package redisroles
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/internal/redis/redisconn"
+)
+
+// SourceAnnotation says where the role labels on a pod come from: "redis"
+// (asked just now) or "remembered" (the last answer for this pod identity,
+// until Redis answers again).
+const SourceAnnotation = "regosched.io/role-source"
+
+// Config is what a Controller needs. Client and Policy are required.
+type Config struct {
+	Client kubernetes.Interface
+	// Policy gives the active policy, which says which pods to ask and
+	// which labels to write.
+	Policy func() *policy.Policy
+	// Interval between checks of every Redis pod; pod events trigger a
+	// check at once too.
+	Interval time.Duration
+	// Timeout bounds one probe of one Redis server.
+	Timeout time.Duration
+	// PasswordFile, when set, holds the password of every Redis (read at
+	// each probe, so a rotated file is used at once).
+	PasswordFile string
+	// PasswordNamespaces are the namespaces whose pods get PasswordFile's
+	// password; required with it. Pods elsewhere are asked with their own
+	// REDIS_PASSWORD, as without PasswordFile.
+	PasswordNamespaces []string
+	// PasswordInsecure allows PasswordFile's password over plain TCP or TLS
+	// that does not verify the server; New refuses that without it.
+	PasswordInsecure bool
+	// PodSecrets lets the controller read the Secret key that a pod's own
+	// REDIS_PASSWORD (or REDIS_PASSWORD_FILE) comes from; it needs read
+	// access to Secrets. A literal REDIS_PASSWORD value is used without it.
+	PodSecrets bool
+	// TLS, when set, talks TLS to Redis with this configuration.
+	TLS *tls.Config
+	// MemoryNamespace/MemoryName name the ConfigMap that keeps the last
+	// known roles across restarts; an empty MemoryName keeps them in memory.
+	MemoryNamespace, MemoryName string
+	// MemoryMaxEntries caps the pods remembered (4096 when 0); the
+	// ConfigMap's data is also kept under 900 KiB. At the cap the least
+	// recently seen are forgotten first.
+	MemoryMaxEntries int
+	// Leading tells whether this replica may write; nil: always.
+	Leading func() bool
+	// Workers probe in parallel; 4 when 0.
+	Workers    int
+	Registerer prometheus.Registerer
+	Log        logrus.FieldLogger
+}
+
+// Controller keeps the live role labels of Redis pods true to Redis.
+type Controller struct {
+	cfg     Config
+	factory informers.SharedInformerFactory
+	pods    cache.SharedIndexInformer
+	// queue holds pods that answered their last probe (or need none),
+	// slow the others: new pods and failing ones, with fewer workers.
+	queue, slow workqueue.TypedRateLimitingInterface[string]
+	health      *health
+	memory      *memory
+
+	errorsTotal  *prometheus.CounterVec
+	changesTotal prometheus.Counter
+
+	// recallWait bounds how long Recall waits for the informer to catch up
+	// with a pod the API server has just created.
+	recallWait time.Duration
+
+	mu       sync.Mutex
+	lastErr  map[string]string // pod key -> reason last logged
+	classify map[types.UID]classified
+}
+
+// classified caches which live source a pod has under one policy and
+// label set, so that the periodic check evaluates no Rego.
+type classified struct {
+	policy *policy.Policy
+	labels map[string]string
+	source *policy.LiveSource // nil: not asked
+}
+
+// New builds a controller; Run starts it.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 10 * time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Second
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	if err := checkSharedPassword(cfg); err != nil {
+		return nil, err
+	}
+	c := &Controller{
+		cfg:        cfg,
+		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		slow:       workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		health:     newHealth(cfg.Interval),
+		memory:     newMemory(cfg.Client, cfg.MemoryNamespace, cfg.MemoryName),
+		lastErr:    map[string]string{},
+		classify:   map[types.UID]classified{},
+		recallWait: defaultRecallWait,
+		errorsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regosched_redis_role_errors_total",
+			Help: "Failed reads of a Redis pod's role, by reason (unreachable, auth, protocol, password, patch, error); the pod's labels stay as they were.",
+		}, []string{"reason"}),
+		changesTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "regosched_redis_role_changes_total",
+			Help: "Role or shard labels written onto Redis pods because Redis (or the memory of a recreated pod) said otherwise.",
+		}),
+	}
+	if cfg.MemoryMaxEntries > 0 {
+		c.memory.maxEntries = cfg.MemoryMaxEntries
+	}
+	c.memory.log = cfg.Log
+	c.memory.evictions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "regosched_redis_role_memory_evictions_total",
+		Help: "Remembered Redis roles forgotten because the memory was full (entries or ConfigMap bytes), least recently seen first; such a pod, if recreated before Redis answers, is placed without its last known role.",
+	})
+	for _, m := range []prometheus.Collector{c.errorsTotal, c.changesTotal, c.memory.evictions} {
+		if err := cfg.Registerer.Register(m); err != nil {
+			return nil, fmt.Errorf("registering Redis role metrics: %w", err)
+		}
+	}
+	// Finished pods have no Redis to ask; pending ones may need their
+	// remembered role.
+	selector := "status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed)
+	c.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }),
+		informers.WithTransform(stripPod))
+	c.pods = c.factory.Core().V1().Pods().Informer()
+	_, err := c.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueue,
+		UpdateFunc: func(old, obj any) {
+			if changed(old, obj) {
+				if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+					c.health.forget(key)
+				}
+			}
+			c.enqueue(obj)
+		},
+		DeleteFunc: func(obj any) {
+			if p, ok := obj.(*corev1.Pod); ok {
+				c.mu.Lock()
+				delete(c.classify, p.UID)
+				delete(c.lastErr, p.Namespace+"/"+p.Name)
+				c.mu.Unlock()
+				c.health.forget(p.Namespace + "/" + p.Name)
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("registering Redis pod event handler: %w", err)
+	}
+	return c, nil
+}
+
+func (c *Controller) enqueue(obj any) {
+	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+		c.add(key)
+	}
+}
+
+// add queues key in its lane.
+func (c *Controller) add(key string) {
+	if c.health.fast(key) {
+		c.queue.Add(key)
+	} else {
+		c.slow.Add(key)
+	}
+}
+
+// changed reports whether a pod changed in what a probe depends on: then
+// its failures are forgotten.
+func changed(old, obj any) bool {
+	a, ok1 := old.(*corev1.Pod)
+	b, ok2 := obj.(*corev1.Pod)
+	if !ok1 || !ok2 {
+		return true
+	}
+	x, y := infoOf(a), infoOf(b)
+	return x.UID != y.UID || x.IP != y.IP || x.Running != y.Running || !maps.Equal(x.Ports, y.Ports) || x.Password != y.Password
+}
+
+// Run works until ctx ends, then waits for its goroutines.
+func (c *Controller) Run(ctx context.Context) error {
+	defer c.queue.ShutDown()
+	defer c.slow.ShutDown()
+	if err := c.memory.load(ctx); err != nil {
+		// Not fatal: roles are read from Redis again; only a pod recreated
+		// before it answers misses its memory.
+		c.cfg.Log.WithError(err).Warn("starting without remembered Redis roles")
+	}
+	c.factory.Start(ctx.Done())
+	defer c.factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced) {
+		return ctx.Err()
+	}
+	var wg sync.WaitGroup
+	for range c.cfg.Workers {
+		wg.Go(func() {
+			for c.next(ctx, c.queue) {
+			}
+		})
+	}
+	// Pods that fail or are new take at most half the probes in flight.
+	for range max(1, c.cfg.Workers/2) {
+		wg.Go(func() {
+			for c.next(ctx, c.slow) {
+			}
+		})
+	}
+	t := time.NewTicker(c.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			c.queue.ShutDown()
+			c.slow.ShutDown()
+			wg.Wait()
+			return nil
+		case now := <-t.C:
+			for _, key := range c.pods.GetStore().ListKeys() {
+				if c.health.isDue(key, now) {
+					c.add(key)
+				}
+			}
+			if c.leading() {
+				if err := c.memory.save(ctx, now); err != nil {
+					c.cfg.Log.WithError(err).Warn("keeping Redis roles for restarts")
+				}
+			}
+		}
+	}
+}
+
+func (c *Controller) leading() bool { return c.cfg.Leading == nil || c.cfg.Leading() }
+
+func (c *Controller) next(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string]) bool {
+	key, quit := queue.Get()
+	if quit {
+		return false
+	}
+	defer queue.Done(key)
+	queue.Forget(key) // failing pods are backed off by health, not by the queue
+	if c.leading() {
+		c.check(ctx, key)
+	}
+	return true
+}
+
+// check brings one pod's role labels up to date.
+func (c *Controller) check(ctx context.Context, key string) {
+	obj, ok, err := c.pods.GetStore().GetByKey(key)
+	if err != nil || !ok {
+		return
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	pol := c.cfg.Policy()
+	if pol == nil {
+		return
+	}
+	labels, ok := pol.LiveLabels()
+	if !ok {
+		return
+	}
+	src := c.source(ctx, pol, pod)
+	if src == nil {
+		c.health.answered(key) // nothing to ask: no reason to keep it apart
+		return
+	}
+	info := infoOf(pod)
+	log := c.cfg.Log.WithField("pod", key)
+	if !info.Running || info.IP == "" {
+		c.health.answered(key)
+		c.recall(ctx, info, labels, log)
+		return
+	}
+	obs, err := c.probe(ctx, info, src)
+	if err != nil {
+		why := reason(err)
+		if errors.Is(err, errPassword) {
+			why = ReasonPassword
+		}
+		c.failed(key, why, err, log)
+		c.health.failed(key, time.Now())
+		c.recall(ctx, info, labels, log)
+		return
+	}
+	c.health.answered(key)
+	c.succeeded(key, log)
+	c.memory.set(info.Namespace, info.Name, remembered{Role: obs.Role, Shard: obs.Shard, Owner: info.Owner, Seen: time.Now()})
+	c.write(ctx, info, labels, obs, "redis", log)
+}
+
+// source classifies pod under pol, from the cache when neither changed.
+func (c *Controller) source(ctx context.Context, pol *policy.Policy, pod *corev1.Pod) *policy.LiveSource {
+	c.mu.Lock()
+	cl, ok := c.classify[pod.UID]
+	c.mu.Unlock()
+	if ok && cl.policy == pol && maps.Equal(cl.labels, pod.Labels) {
+		return cl.source
+	}
+	// Off the request path, nothing else bounds a policy that loops.
+	ectx, cancel := context.WithTimeout(ctx, policy.DescribeTimeout)
+	sources, err := pol.LiveRoles(ectx, model.PodFromObject(pod))
+	cancel()
+	if err != nil {
+		c.cfg.Log.WithError(err).WithField("pod", pod.Namespace+"/"+pod.Name).Warn("cannot tell whether to ask the pod for its role")
+		return nil
+	}
+	cl = classified{policy: pol, labels: pod.Labels}
+	for _, s := range sources {
+		if s.Source == "redis" {
+			cl.source = &s
+			break
+		}
+	}
+	c.mu.Lock()
+	c.classify[pod.UID] = cl
+	c.mu.Unlock()
+	return cl.source
+}
+
+var errPassword = errors.New("reading the Redis password")
+
+// probe asks the pod's Redis for its role.
+func (c *Controller) probe(ctx context.Context, info *podInfo, src *policy.LiveSource) (Observation, error) {
+	client, err := c.client(ctx, info, src)
+	if err != nil {
+		return Observation{}, err
+	}
+	defer func() { _ = client.Close() }()
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	return Probe(ctx, client)
+}
+
+// client is a client of the pod's Redis with its password, one connection,
+// no retries, and every reply bounded (redisconn).
+func (c *Controller) client(ctx context.Context, info *podInfo, src *policy.LiveSource) (*redis.Client, error) {
+	user, password, err := c.password(ctx, info)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errPassword, err)
+	}
+	return redisconn.NewClient(redis.Options{
+		Addr:            net.JoinHostPort(info.IP, strconv.Itoa(port(info, src))),
+		Username:        user,
+		Password:        password,
+		TLSConfig:       c.cfg.TLS,
+		DialTimeout:     c.cfg.Timeout,
+		ReadTimeout:     c.cfg.Timeout,
+		WriteTimeout:    c.cfg.Timeout,
+		PoolSize:        1,
+		MaxRetries:      -1, // one answer or an error: the next check retries
+		DialerRetries:   1,
+		Protocol:        2,
+		DisableIdentity: true,
+	}, redisconn.Limits{}), nil
+}
+
+// ErrNotReadable is Dial's answer for a pod whose Redis the controller
+// would not ask: unknown to its informer (or another incarnation), not
+// running, or not read live under the active policy.
+var ErrNotReadable = errors.New("not a running Redis pod read live")
+
+// Dial returns a client of the Redis of pod namespace/name, of this UID,
+// as the controller reaches it for roles (address, password, TLS, bounded
+// replies), for the repair's checks and commands. The caller closes it.
+func (c *Controller) Dial(ctx context.Context, namespace, name string, uid types.UID) (*redis.Client, error) {
+	obj, ok, err := c.pods.GetStore().GetByKey(namespace + "/" + name)
+	pod, isPod := obj.(*corev1.Pod)
+	if err != nil || !ok || !isPod || pod.UID != uid {
+		return nil, fmt.Errorf("pod %s/%s: %w (unknown to the informer)", namespace, name, ErrNotReadable)
+	}
+	pol := c.cfg.Policy()
+	if pol == nil {
+		return nil, fmt.Errorf("pod %s/%s: %w (no policy)", namespace, name, ErrNotReadable)
+	}
+	info := infoOf(pod)
+	if !info.Running || info.IP == "" {
+		return nil, fmt.Errorf("pod %s/%s: %w (not running)", namespace, name, ErrNotReadable)
+	}
+	src := c.source(ctx, pol, pod)
+	if src == nil {
+		return nil, fmt.Errorf("pod %s/%s: %w (the policy reads no live role)", namespace, name, ErrNotReadable)
+	}
+	return c.client(ctx, info, src)
+}
+
+// port is the pod's container port of the first of src's names, else src's.
+func port(info *podInfo, src *policy.LiveSource) int {
+	for _, name := range src.PortNames {
+		if p, ok := info.Ports[name]; ok {
+			return int(p)
+		}
+	}
+	return src.Port
+}

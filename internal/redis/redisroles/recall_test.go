@@ -1,0 +1,71 @@
+package redisroles
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/regosched/regosched/internal/core/policy"
+)
+
+// Recall trusts what the API server says of a pod (the controller's
+// informer), never the pod object a /filter request carries: a forged
+// request naming the remembered owner recalls nothing.
+func TestRecallTrustsOnlyTheAPIServer(t *testing.T) {
+	pol := defaultPolicy(t)
+	c, err := New(Config{Client: fake.NewClientset(), Policy: func() *policy.Policy { return pol },
+		Registerer: prometheus.NewRegistry(), Log: logrus.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.recallWait = 20 * time.Millisecond
+	c.memory.set("shop", "cache-1", remembered{Role: Master, Shard: "slot-0", Owner: "sts", Seen: time.Now()})
+	chart := map[string]string{"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache"}
+	recalled := map[string]string{"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache",
+		"regosched.io/role": "master", "regosched.io/shard": "slot-0"}
+	withUID := func(p *corev1.Pod, uid types.UID) *corev1.Pod { p.UID = uid; return p }
+	tests := []struct {
+		name    string
+		stored  *corev1.Pod // what the API server says; nil: no such pod
+		request *corev1.Pod
+		want    map[string]string // nil: no recall
+	}{
+		{"recreated by its owner", statefulPod("cache-1", "sts", chart), statefulPod("cache-1", "sts", chart), recalled},
+		{"forged owner, the API's pod has another", statefulPod("cache-1", "other", chart), statefulPod("cache-1", "sts", chart), nil},
+		{"forged pod, none in the API", nil, statefulPod("cache-1", "sts", chart), nil},
+		{"forged UID, the API's pod is another incarnation", statefulPod("cache-1", "sts", chart),
+			withUID(statefulPod("cache-1", "sts", chart), "forged"), nil},
+		{"the API's pod is already labelled", statefulPod("cache-1", "sts", map[string]string{"regosched.io/role": "replica"}),
+			statefulPod("cache-1", "sts", chart), nil},
+		{"the request hides the owner the API knows", statefulPod("cache-1", "sts", chart), statefulPod("cache-1", "other", chart), recalled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := c.pods.GetStore()
+			for _, obj := range store.List() {
+				if err := store.Delete(obj); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.stored != nil {
+				if err := store.Add(tt.stored); err != nil {
+					t.Fatal(err)
+				}
+			}
+			labels, ok := c.Recall(tt.request)
+			var got map[string]string
+			if ok {
+				got = labels.Map()
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Recall() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
