@@ -13,7 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // runCmd runs regosched with args, as the binary would, and returns its
@@ -142,23 +143,12 @@ current-context: x
 	return kubeconfig
 }
 
-func redisPod(name, node, role, shard string) corev1.Pod {
-	return corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, UID: types.UID("uid-" + name), ResourceVersion: "5", Labels: map[string]string{
-			"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache",
-			"app.kubernetes.io/component": role, "regosched.io/shard": shard,
-		}},
-		Spec:   corev1.PodSpec{NodeName: node},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning},
-	}
-}
-
 // TestAudit runs `regosched audit` against an API server: violations
 // are reported (and make the command exit 1), their absence is not; -n
 // keeps a namespace's.
 func TestAudit(t *testing.T) {
 	nodes := func() []corev1.Node {
-		return []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "node-2"}}}
+		return []corev1.Node{*fixture.MakeNode().Name("node-1").Obj(), *fixture.MakeNode().Name("node-2").Obj()}
 	}
 	for _, tc := range []struct {
 		name     string
@@ -168,8 +158,11 @@ func TestAudit(t *testing.T) {
 		want     string
 	}{
 		{
-			name:     "violation, table",
-			pods:     []corev1.Pod{redisPod("cache-0", "node-1", "master", "0"), redisPod("cache-2", "node-1", "master", "1")},
+			name: "violation, table",
+			pods: []corev1.Pod{
+				*fixture.MakePod().Namespace("shop").Name("cache-0").ResourceVersion("5").Redis("cache", "master", "0").Node("node-1").Obj(),
+				*fixture.MakePod().Namespace("shop").Name("cache-2").ResourceVersion("5").Redis("cache", "master", "1").Node("node-1").Obj(),
+			},
 			args:     []string{"-o", "table"},
 			wantCode: exitViolations,
 			want: `RULE           NAMESPACE  NODE    PODS             REASON
@@ -177,8 +170,11 @@ redis-masters  shop       node-1  cache-0,cache-2  redis: master shop/cache-2 of
 1 violation among 2 bound pods, policy revision `,
 		},
 		{
-			name:     "violation, json",
-			pods:     []corev1.Pod{redisPod("cache-0", "node-1", "master", "0"), redisPod("cache-1", "node-1", "replica", "0")},
+			name: "violation, json",
+			pods: []corev1.Pod{
+				*fixture.MakePod().Namespace("shop").Name("cache-0").ResourceVersion("5").Redis("cache", "master", "0").Node("node-1").Obj(),
+				*fixture.MakePod().Namespace("shop").Name("cache-1").ResourceVersion("5").Redis("cache", "replica", "0").Node("node-1").Obj(),
+			},
 			args:     []string{"--output=json"},
 			wantCode: exitViolations,
 			want: `{
@@ -198,18 +194,27 @@ redis-masters  shop       node-1  cache-0,cache-2  redis: master shop/cache-2 of
 		},
 		{
 			name: "no violation",
-			pods: []corev1.Pod{redisPod("cache-0", "node-1", "master", "0"), redisPod("cache-1", "node-2", "replica", "0")},
+			pods: []corev1.Pod{
+				*fixture.MakePod().Namespace("shop").Name("cache-0").ResourceVersion("5").Redis("cache", "master", "0").Node("node-1").Obj(),
+				*fixture.MakePod().Namespace("shop").Name("cache-1").ResourceVersion("5").Redis("cache", "replica", "0").Node("node-2").Obj(),
+			},
 			want: "0 violations among 2 bound pods, policy revision ",
 		},
 		{
 			name: "another namespace",
-			pods: []corev1.Pod{redisPod("cache-0", "node-1", "master", "0"), redisPod("cache-2", "node-1", "master", "1")},
+			pods: []corev1.Pod{
+				*fixture.MakePod().Namespace("shop").Name("cache-0").ResourceVersion("5").Redis("cache", "master", "0").Node("node-1").Obj(),
+				*fixture.MakePod().Namespace("shop").Name("cache-2").ResourceVersion("5").Redis("cache", "master", "1").Node("node-1").Obj(),
+			},
 			args: []string{"-n", "search"},
 			want: "0 violations among 0 bound pods, policy revision ",
 		},
 		{
-			name:     "the namespace, and -A",
-			pods:     []corev1.Pod{redisPod("cache-0", "node-1", "master", "0"), redisPod("cache-2", "node-1", "master", "1")},
+			name: "the namespace, and -A",
+			pods: []corev1.Pod{
+				*fixture.MakePod().Namespace("shop").Name("cache-0").ResourceVersion("5").Redis("cache", "master", "0").Node("node-1").Obj(),
+				*fixture.MakePod().Namespace("shop").Name("cache-2").ResourceVersion("5").Redis("cache", "master", "1").Node("node-1").Obj(),
+			},
 			args:     []string{"--namespace=shop", "-A=false"},
 			wantCode: exitViolations,
 			want:     "RULE           NAMESPACE  NODE    PODS             REASON\nredis-masters  shop",

@@ -9,18 +9,19 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/regosched/regosched/internal/ops/explain"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // TestExplain runs `regosched explain` against an API server, for a
 // manifest and for a pod of the cluster, in the namespace -n, --context
 // or the manifest gives.
 func TestExplain(t *testing.T) {
-	nodes := []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "node-2"}}}
+	nodes := []corev1.Node{*fixture.MakeNode().Name("node-1").Obj(), *fixture.MakeNode().Name("node-2").Obj()}
 	kubeconfig := fakeAPIServer(t, nodes, []corev1.Pod{
-		redisPod("cache-0", "node-1", "master", "0"), redisPod("cache-1", "node-2", "replica", "0"),
+		*fixture.MakePod().Namespace("shop").Name("cache-0").ResourceVersion("5").Redis("cache", "master", "0").Node("node-1").Obj(),
+		*fixture.MakePod().Namespace("shop").Name("cache-1").ResourceVersion("5").Redis("cache", "replica", "0").Node("node-2").Obj(),
 	})
 	dir := t.TempDir()
 	manifest := func(name, namespace string) string {

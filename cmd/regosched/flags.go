@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/term"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/regosched/regosched/internal/frontend/settings"
 	"github.com/regosched/regosched/internal/ops/snapshot"
 	"github.com/regosched/regosched/internal/plumbing/kubeclient"
 )
@@ -80,6 +82,33 @@ func newLogger(w io.Writer, level string) (*logrus.Logger, error) {
 	logger.SetOutput(w)
 	logger.SetLevel(lvl)
 	return logger, nil
+}
+
+// addSettings adds a flag for each setting, with its default and help. A
+// setting of a type no flag takes is a mistake of internal/frontend/settings,
+// caught by any test of serve's flags.
+func addSettings(fs *pflag.FlagSet, list ...settings.Setting) {
+	for _, s := range list {
+		switch v := s.Value.(type) {
+		case *string:
+			fs.StringVar(v, s.Flag, s.Default.(string), s.Usage)
+		case *bool:
+			fs.BoolVar(v, s.Flag, s.Default.(bool), s.Usage)
+		case *int:
+			fs.IntVar(v, s.Flag, s.Default.(int), s.Usage)
+		case *int64:
+			fs.Int64Var(v, s.Flag, s.Default.(int64), s.Usage)
+		case *float64:
+			fs.Float64Var(v, s.Flag, s.Default.(float64), s.Usage)
+		case *time.Duration:
+			fs.DurationVar(v, s.Flag, s.Default.(time.Duration), s.Usage)
+		case *[]string:
+			*v = s.Default.([]string)
+			fs.Var(commaList{v}, s.Flag, s.Usage)
+		default:
+			panic(fmt.Sprintf("setting %s: no flag takes a %T", s.Flag, s.Value))
+		}
+	}
 }
 
 // commaList is a flag of comma-separated items, spaces around each trimmed

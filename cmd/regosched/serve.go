@@ -16,6 +16,7 @@ import (
 	"github.com/regosched/regosched/internal/core/bundles"
 	"github.com/regosched/regosched/internal/frontend/extender"
 	"github.com/regosched/regosched/internal/frontend/serve"
+	"github.com/regosched/regosched/internal/frontend/settings"
 	"github.com/regosched/regosched/internal/ops/audit"
 	"github.com/regosched/regosched/internal/ops/decisionlog"
 	"github.com/regosched/regosched/internal/ops/repair"
@@ -54,26 +55,12 @@ func newServeCommand(run serveFunc) *cobra.Command {
 	addClusterFlags(cmd, &f.opts.Kubeconfig, &f.opts.KubeContext)
 	fs := cmd.Flags()
 	fs.StringVar(&f.opts.Listen, "listen", ":8888", "address to serve the extender API, health and metrics on")
+	// The policy's, the shadow policy's and the decision log's flags are
+	// the plugin's args, named and defaulted once in settings.
+	addSettings(fs, settings.Policy(&f.opts.Policy)...)
+	addSettings(fs, settings.ShadowPolicy(&f.opts.ShadowPolicy))
+	addSettings(fs, settings.DecisionLog(&f.opts.DecisionLog)...)
 	fs.StringVar(&f.opts.HealthListen, "health-listen", "", "also serve /healthz, /readyz, /version and /metrics (never the verbs) over plain HTTP on this address, for probes without a client certificate (default: off)")
-	fs.StringVar(&f.opts.Policy.Path, "policy", "", "OPA bundle directory, .tar.gz, or http(s) URL of a bundle on a bundle server (default: the embedded policy of rego/)")
-	fs.StringVar(&f.opts.ShadowPolicy, "shadow-policy", "", "a second OPA bundle (directory, .tar.gz or http(s) URL), loaded with the --policy-* checks and reloads, judged beside the active policy on every filter call off the request and never enforced: disagreements are counted (regosched_shadow_disagreements_total) and logged, sampled (default: off)")
-	fs.DurationVar(&f.opts.Policy.Poll, "policy-poll", 2*time.Second, "how often a --policy directory or .tar.gz is checked for changes; a change is loaded once it has held still for one interval (0: never reload)")
-	fs.StringVar(&f.opts.Policy.DataFile, "policy-data", "", "JSON object merged into the policy's data.regosched.config (objects merge key by key, null removes a key): change the default policy's workloads and label schemes without building a bundle; watched with --policy-poll; refused with --policy-verification-key")
-	fs.DurationVar(&f.opts.Policy.MinDelay, "policy-min-delay", 10*time.Second, "http(s) --policy: shortest wait between polls (whole seconds)")
-	fs.DurationVar(&f.opts.Policy.MaxDelay, "policy-max-delay", 20*time.Second, "http(s) --policy: longest wait between polls, and between retries after a failed download (whole seconds)")
-	fs.DurationVar(&f.opts.Policy.LongPollingTimeout, "policy-long-polling-timeout", 0, "http(s) --policy: ask the server to hold each poll open until the bundle changes, at most this long, if it supports long polling (0: off)")
-	fs.DurationVar(&f.opts.Policy.StartTimeout, "policy-start-timeout", 30*time.Second, "http(s) --policy: how long to retry an unreachable bundle server at start before exiting; regosched never serves without a policy")
-	fs.StringVar(&f.opts.Policy.BearerTokenFile, "policy-bearer-token-file", "", "http(s) --policy: send the token in this file (read at every request) as Authorization: Bearer")
-	fs.StringVar(&f.opts.Policy.CACertFile, "policy-ca-cert", "", "https --policy: PEM file of the CAs the bundle server's certificate must chain to (default: the system's roots)")
-	fs.BoolVar(&f.opts.Policy.Insecure, "policy-insecure", false, "allow an http:// --policy with --policy-bearer-token-file or without --policy-verification-key (refused by default: anyone on the path could read the token or replace the unsigned bundle)")
-	fs.Int64Var(&f.opts.Policy.MaxBytes, "policy-max-bytes", bundles.DefaultBundleSizeLimit, "largest file a policy bundle may hold, and largest bundle download, in bytes; bigger ones are refused before they are read into memory")
-	fs.Int64Var(&f.opts.Policy.MaxTotalBytes, "policy-max-total-bytes", bundles.DefaultBundleTotalLimit, "largest sum of a policy bundle's files, decompressed, in bytes; checked while the bundle streams, before it is held in memory (a bundle's parsed data takes about 20 times its size)")
-	fs.IntVar(&f.opts.Policy.MaxEntries, "policy-max-entries", bundles.DefaultBundleMaxEntries, "most files and directories a policy bundle may hold")
-	fs.StringVar(&f.opts.Policy.VerificationKey, "policy-verification-key", "", "require signed bundles: PEM file of the public key (RSA, ECDSA), or the secret for HS256/384/512; unsigned or tampered bundles are refused")
-	fs.StringVar(&f.opts.Policy.VerificationKeyID, "policy-verification-key-id", "default", "key id of --policy-verification-key (the keyid the bundle was signed with)")
-	fs.StringVar(&f.opts.Policy.SigningAlg, "policy-signing-alg", "RS256", "signature algorithm of --policy-verification-key")
-	fs.StringVar(&f.opts.Policy.Scope, "policy-scope", "", "scope the bundle signature must carry (default: none)")
-	fs.BoolVar(&f.opts.Policy.RunTests, "policy-run-tests", false, "run each bundle's own *_test.rego tests before activating it; a failing test refuses the bundle")
 	fs.StringVar(&f.opts.URLPrefix, "url-prefix", "/scheduler", "path prefix of the extender verbs, as in the scheduler's urlPrefix")
 	fs.Int64Var(&f.opts.MaxBodyBytes, "max-request-bytes", extender.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
 	fs.IntVar(&f.opts.MaxConcurrent, "max-concurrent-requests", extender.DefaultMaxConcurrent, "verb requests served at once; more wait for a slot, so a flood cannot hold every body in memory")
@@ -118,19 +105,6 @@ func newServeCommand(run serveFunc) *cobra.Command {
 	fs.StringVar(&f.opts.Repair.ConfigMap, "repair-configmap", repair.DefaultConfigMap, "--repair: ConfigMap in --leader-elect-namespace that keeps the repair in flight and the recent ones, for the next leader")
 	fs.StringVar(&f.opts.CertRoll.Secret, "scheduler-client-secret", "", "Secret in --pod-namespace holding the scheduler's client certificate: when its ca.crt or tls.crt changes, the leader rolls --scheduler-deployment, since kube-scheduler reads that certificate only at start (with --scheduler-deployment; default: off)")
 	fs.StringVar(&f.opts.CertRoll.Deployment, "scheduler-deployment", "", "--scheduler-client-secret: the scheduler's Deployment in --pod-namespace, rolled (annotation regosched.io/client-cert-sha256) when that Secret changes")
-	dl := &f.opts.DecisionLog
-	fs.StringVar(&dl.Target, "decision-log", "", "log every filter, prioritize, preempt and bind decision as an OPA decision log event (pod, policy revision, nodes denied with rule and peer, outcome): stdout, a file path (appended to), or the http(s):// URL of a service speaking OPA's decision log API (gzip'd JSON arrays POSTed to URL/logs); events are buffered and sent off the verbs, and dropped (regosched_decision_logs_dropped_total) rather than wait; see docs/decision-logs.md (default: off)")
-	fs.Float64Var(&dl.SampleRate, "decision-log-sample", 1, "--decision-log: share of decisions logged, 0..1")
-	fs.Var(commaList{&dl.MaskLabels}, "decision-log-mask-labels", "--decision-log: comma-separated pod label keys kept out of the events (see --decision-log-mask-mode); their JSON pointers are listed under erased or masked")
-	fs.StringVar(&dl.MaskMode, "decision-log-mask-mode", string(decisionlog.MaskDrop), "--decision-log-mask-labels: drop (remove the label, as OPA's remove) or replace (keep the key, value "+decisionlog.DefaultMaskValue+", as OPA's upsert)")
-	fs.IntVar(&dl.BufferEvents, "decision-log-buffer-size", decisionlog.DefaultMaxEvents, "--decision-log: most events waiting for the sink; more are dropped and counted, so that a slow sink never slows a verb")
-	fs.DurationVar(&dl.FlushInterval, "decision-log-flush-interval", decisionlog.DefaultFlushInterval, "--decision-log: how often buffered events are sent (sooner once 32 KiB are buffered)")
-	fs.IntVar(&dl.UploadLimitBytes, "decision-log-upload-limit-bytes", decisionlog.DefaultUploadSizeLimitBytes, "http(s) --decision-log: largest upload, uncompressed JSON, in bytes (OPA's upload_size_limit_bytes)")
-	fs.DurationVar(&dl.Timeout, "decision-log-timeout", serve.DefaultDecisionLogTimeout, "http(s) --decision-log: timeout of each upload")
-	fs.IntVar(&dl.MaxRetries, "decision-log-max-retries", decisionlog.DefaultMaxRetries, "http(s) --decision-log: retries of a failed upload, with backoff, before its events are dropped and counted (0: none)")
-	fs.StringVar(&dl.CACertFile, "decision-log-ca-cert", "", "https --decision-log: PEM file of the CAs the service's certificate must chain to (default: the system's roots)")
-	fs.StringVar(&dl.BearerTokenFile, "decision-log-bearer-token-file", "", "http(s) --decision-log: send the token in this file (read at every upload) as Authorization: Bearer")
-	fs.BoolVar(&dl.Insecure, "decision-log-insecure", false, "allow --decision-log-bearer-token-file with an http:// --decision-log (refused by default: anyone on the path could read the token)")
 	fs.BoolVar(&f.opts.Profiling, "profiling", false, "serve Go pprof profiles under /debug/pprof/ on --listen")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/regosched/regosched/internal/frontend/serve"
+	"github.com/regosched/regosched/internal/ops/decisionlog"
 	"github.com/regosched/regosched/internal/ops/repair"
 	"github.com/regosched/regosched/internal/plumbing/version"
 )
@@ -87,7 +88,7 @@ func TestServeFlagsReachOptions(t *testing.T) {
 		{[]string{"--kube-api-background-qps=3", "--kube-api-background-burst=6"},
 			func(o serve.Options) any { return []any{o.BackgroundQPS, o.BackgroundBurst} }, []any{float32(3), 6}},
 		// Decision logs are off by default, and log every decision once on.
-		{nil, func(o serve.Options) any { return o.DecisionLog }, serve.DecisionLogOptions{
+		{nil, func(o serve.Options) any { return o.DecisionLog }, decisionlog.Settings{
 			SampleRate: 1, MaskMode: "drop", BufferEvents: 10000, FlushInterval: 5 * time.Second,
 			UploadLimitBytes: 32768, Timeout: 10 * time.Second, MaxRetries: 5,
 		}},
@@ -95,7 +96,7 @@ func TestServeFlagsReachOptions(t *testing.T) {
 			"--decision-log-mask-mode=replace", "--decision-log-buffer-size=500", "--decision-log-flush-interval=1s",
 			"--decision-log-upload-limit-bytes=65536", "--decision-log-timeout=3s", "--decision-log-max-retries=0",
 			"--decision-log-ca-cert=/etc/ca.pem", "--decision-log-bearer-token-file=/etc/token", "--decision-log-insecure"},
-			func(o serve.Options) any { return o.DecisionLog }, serve.DecisionLogOptions{
+			func(o serve.Options) any { return o.DecisionLog }, decisionlog.Settings{
 				Target: "https://logs.example:8443/v1", SampleRate: 0.25, MaskLabels: []string{"team", "owner"}, MaskMode: "replace",
 				BufferEvents: 500, FlushInterval: time.Second, UploadLimitBytes: 65536, Timeout: 3 * time.Second,
 				CACertFile: "/etc/ca.pem", BearerTokenFile: "/etc/token", Insecure: true,

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/regosched/regosched/test/fixture"
 	"github.com/regosched/regosched/test/localcluster"
 	ls "github.com/regosched/regosched/test/localstack"
 )
@@ -121,14 +122,6 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
-// master is the Redis master of shard of cluster cache, of priority class
-// class.
-func master(shard int, class string) *corev1.Pod {
-	p := ls.RedisPod(ns, "cache", fmt.Sprintf("cache-%d-master", shard), "master", fmt.Sprint(shard))
-	p.Spec.PriorityClassName = class
-	return p
-}
-
 func create(t *testing.T, client kubernetes.Interface, p *corev1.Pod) *corev1.Pod {
 	t.Helper()
 	created, err := client.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{})
@@ -176,7 +169,7 @@ func mastersApart(t *testing.T, client kubernetes.Interface) {
 	}
 	on := map[string]string{}
 	for _, p := range list.Items {
-		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Labels[ls.LabelComponent] != "master" {
+		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Labels[fixture.LabelComponent] != "master" {
 			continue
 		}
 		if other, ok := on[p.Spec.NodeName]; ok {
@@ -184,15 +177,6 @@ func mastersApart(t *testing.T, client kubernetes.Interface) {
 		}
 		on[p.Spec.NodeName] = p.Name
 	}
-}
-
-// dataPod is the Elasticsearch data pod i of cluster logs, of priority
-// class class: data pods of one cluster never share a node, and the policy
-// does not protect them from preemption.
-func dataPod(i int, class string) *corev1.Pod {
-	p := ls.ESPod(ns, "logs", fmt.Sprintf("logs-data-%d", i), "data")
-	p.Spec.PriorityClassName = class
-	return p
 }
 
 // staysPending fails the test unless p stays pending for quietFor with no
@@ -235,7 +219,12 @@ func TestPreemptionOfAConflictingPeer(t *testing.T) {
 
 	bound := map[string]string{} // pod name -> node
 	for i := range nodes {
-		for _, p := range []*corev1.Pod{master(i, prioLow), dataPod(i, prioLow)} {
+		for _, p := range []*corev1.Pod{
+			fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("cache-%d-master", i)).Redis("cache", "master", fmt.Sprint(i)).
+				Schedulable().PriorityClassName(prioLow).Obj(),
+			fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("logs-data-%d", i)).Elasticsearch("logs", "data").
+				Schedulable().PriorityClassName(prioLow).Obj(),
+		} {
 			p = create(t, client, p)
 			bound[p.Name] = waitBound(t, client, p)
 		}
@@ -243,15 +232,20 @@ func TestPreemptionOfAConflictingPeer(t *testing.T) {
 	mastersApart(t, client)
 
 	t.Run("an equal-priority data pod preempts nothing", func(t *testing.T) {
-		staysPending(t, client, create(t, client, dataPod(nodes, prioLow)))
+		data := fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("logs-data-%d", nodes)).Elasticsearch("logs", "data").
+			Schedulable().PriorityClassName(prioLow).Obj()
+		staysPending(t, client, create(t, client, data))
 	})
 
 	t.Run("a higher-priority master preempts no master: the policy protects them", func(t *testing.T) {
-		staysPending(t, client, create(t, client, master(nodes, prioHigh)))
+		master := fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("cache-%d-master", nodes)).Redis("cache", "master", fmt.Sprint(nodes)).
+			Schedulable().PriorityClassName(prioHigh).Obj()
+		staysPending(t, client, create(t, client, master))
 	})
 
 	t.Run("a higher-priority data pod preempts the data pod on its node", func(t *testing.T) {
-		p := create(t, client, dataPod(nodes+1, prioHigh))
+		p := create(t, client, fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("logs-data-%d", nodes+1)).Elasticsearch("logs", "data").
+			Schedulable().PriorityClassName(prioHigh).Obj())
 		var victims []string
 		var node string
 		err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, waitLimit, true, func(ctx context.Context) (bool, error) {

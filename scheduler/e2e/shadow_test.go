@@ -125,7 +125,7 @@ func placeScenario(t *testing.T, c *localcluster.Cluster, ns string) map[string]
 	t.Helper()
 	placed := map[string]string{}
 	for _, s := range ls.ShadowScenario() {
-		p, err := c.Client().CoreV1().Pods(ns).Create(t.Context(), s.Pod(ns), metav1.CreateOptions{})
+		p, err := c.Client().CoreV1().Pods(ns).Create(t.Context(), s.Pod(ns).Obj(), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

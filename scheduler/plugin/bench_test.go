@@ -10,7 +10,6 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -18,7 +17,7 @@ import (
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/core/bundles"
-	ls "github.com/regosched/regosched/test/localstack"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // BenchmarkCycle is the plugin's share of one scheduling cycle for a new
@@ -26,11 +25,10 @@ import (
 // on every node, then PreScore and Score on every node. pods is the number
 // of bound pods of other Redis clusters, which the cost must not follow.
 func BenchmarkCycle(b *testing.B) {
-	const nodes = 5000
-	for _, pods := range []int{1000, 20000} {
-		b.Run(fmt.Sprintf("nodes=%d/pods=%d", nodes, pods), func(b *testing.B) {
-			pl, infos := benchPlugin(b, nodes, pods)
-			pod := redis("cache-3-master", "master", "3", 0, "")
+	for _, size := range []struct{ nodes, pods int }{{100, 1000}, {5000, 1000}, {5000, 20000}} {
+		b.Run(fmt.Sprintf("nodes=%d/pods=%d", size.nodes, size.pods), func(b *testing.B) {
+			pl, infos := benchPlugin(b, size.nodes, size.pods)
+			pod := fixture.MakePod().Namespace(ns).Name("cache-3-master").Redis("cache", "master", "3").Obj()
 			ctx := context.Background()
 			for b.Loop() {
 				benchCycle(ctx, b, pl, pod, infos, nil)
@@ -75,21 +73,21 @@ func benchPlugin(b *testing.B, nodes, pods int) (*Regosched, []fwk.NodeInfo) {
 	var objs []runtime.Object
 	var nodeList []*corev1.Node
 	for i := range nodes {
-		n := node(fmt.Sprintf("n%04d", i), fmt.Sprintf("zone-%c", 'a'+i%3))
+		n := fixture.MakeNode().Name(fmt.Sprintf("n%04d", i)).Hostname().Zone(fmt.Sprintf("zone-%c", 'a'+i%3)).Obj()
 		nodeList = append(nodeList, n)
 		objs = append(objs, n)
 	}
 	var bound []*corev1.Pod
 	for shard := range 3 {
 		for j, role := range []string{"master", "replica"} {
-			bound = append(bound, redis(fmt.Sprintf("cache-%d-%s", shard, role), role, fmt.Sprint(shard), 0, nodeList[2*shard+j].Name))
+			bound = append(bound,
+				fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("cache-%d-%s", shard, role)).Redis("cache", role, fmt.Sprint(shard)).Node(nodeList[2*shard+j].Name).Obj(),
+			)
 		}
 	}
 	for i := range pods {
-		p := ls.RedisPod(ns, fmt.Sprintf("other-%d", i/6), fmt.Sprintf("other-%d", i), "replica", fmt.Sprint(i%3))
-		p.UID = types.UID(fmt.Sprintf("uid-other-%d", i))
-		p.Spec.NodeName = nodeList[i%nodes].Name
-		bound = append(bound, p)
+		bound = append(bound, fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("other-%d", i)).
+			Redis(fmt.Sprintf("other-%d", i/6), "replica", fmt.Sprint(i%3)).Node(nodeList[i%nodes].Name).Obj())
 	}
 	for _, p := range bound {
 		objs = append(objs, p)

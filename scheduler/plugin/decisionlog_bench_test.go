@@ -11,6 +11,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/regosched/regosched/internal/ops/decisionlog"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // BenchmarkCycleDecisionLog is BenchmarkCycle's cycle (1,000 pods of other
@@ -46,7 +47,7 @@ func BenchmarkCycleDecisionLog(b *testing.B) {
 				}
 				// A replica: denied beside its master, penalised by the soft
 				// rules elsewhere, so every event has something to carry.
-				pod := redis("cache-1-replica", "replica", "1", 0, "")
+				pod := fixture.MakePod().Namespace(ns).Name("cache-1-replica").Redis("cache", "replica", "1").Priority(0).Node("").Obj()
 				ctx := context.Background()
 				scores := make(fwk.NodeScoreList, len(infos))
 				for b.Loop() {

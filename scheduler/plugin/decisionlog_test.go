@@ -20,7 +20,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/regosched/regosched/internal/ops/decisionlog"
-	ls "github.com/regosched/regosched/test/localstack"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // loggedEvent is what the tests compare of an event: its lists sorted,
@@ -117,9 +117,9 @@ func TestDecisionLogEvents(t *testing.T) {
 	denied := func(node, rule, peer string) decisionlog.Denial {
 		return decisionlog.Denial{Node: node, Rule: rule, Peer: ns + "/" + peer}
 	}
-	master := redis("cache-2-master", "master", "2", 0, "")
-	replica := redis("cache-0-replica", "replica", "0", 0, "")
-	plain := ls.PlainPod(ns, "web")
+	master := fixture.MakePod().Namespace(ns).Name("cache-2-master").Redis("cache", "master", "2").Priority(0).Node("").Obj()
+	replica := fixture.MakePod().Namespace(ns).Name("cache-0-replica").Redis("cache", "replica", "0").Priority(0).Node("").Obj()
+	plain := fixture.MakePod().Namespace(ns).Name("web").Schedulable().Obj()
 	tests := []struct {
 		name     string
 		pod      *corev1.Pod
@@ -202,7 +202,7 @@ func TestDecisionLogEvents(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sink := &recordSink{}
-			f := newFixtureWith(t, options{decisionLog: decisionlog.Config{Sink: sink, SampleRate: 1}})
+			f := newHarnessWith(t, options{decisionLog: decisionlog.Config{Sink: sink, SampleRate: 1}})
 			ctx := context.Background()
 			cs := framework.NewCycleState()
 			if _, st := f.pl.PreFilter(ctx, cs, tt.pod, nil); !st.IsSuccess() && st.Code() != fwk.Skip {
@@ -245,7 +245,7 @@ func TestDecisionLogEvents(t *testing.T) {
 					// Default preemption's dry run on a clone: its
 					// Filter calls are no candidates.
 					clone := cs.Clone()
-					victim := redis("cache-0-master", "master", "0", 100, "n1")
+					victim := fixture.MakePod().Namespace(ns).Name("cache-0-master").Redis("cache", "master", "0").Priority(100).Node("n1").Obj()
 					f.pl.RemovePod(ctx, clone, tt.pod, podInfo(t, victim), f.nodes["n1"])
 					f.pl.Filter(ctx, clone, tt.pod, f.nodes["n1"])
 					f.pl.Filter(ctx, clone, tt.pod, f.nodes["n3"])
@@ -266,7 +266,7 @@ func TestDecisionLogEvents(t *testing.T) {
 
 // dropped sums regosched_decision_logs_dropped_total on f's registry; -1
 // when it is not registered.
-func dropped(t *testing.T, f *fixture) float64 {
+func dropped(t *testing.T, f *harness) float64 {
 	t.Helper()
 	families, err := f.reg.Gather()
 	if err != nil {
@@ -287,7 +287,7 @@ func dropped(t *testing.T, f *fixture) float64 {
 
 // fullCycle runs a cycle through every extension point the decision log
 // uses, for pod bound to n3.
-func fullCycle(t *testing.T, f *fixture, pod *corev1.Pod) {
+func fullCycle(t *testing.T, f *harness, pod *corev1.Pod) {
 	t.Helper()
 	ctx := context.Background()
 	cs := framework.NewCycleState()
@@ -326,8 +326,8 @@ func TestDecisionLogOff(t *testing.T) {
 			if tt.sink != nil {
 				tt.config.Sink = tt.sink
 			}
-			f := newFixtureWith(t, options{decisionLog: tt.config})
-			pod := redis("cache-0-replica", "replica", "0", 0, "")
+			f := newHarnessWith(t, options{decisionLog: tt.config})
+			pod := fixture.MakePod().Namespace(ns).Name("cache-0-replica").Redis("cache", "replica", "0").Priority(0).Node("").Obj()
 			cs, _ := f.preFilter(t, pod)
 			s, err := getState(cs)
 			if err != nil {
@@ -358,10 +358,10 @@ func TestDecisionLogOff(t *testing.T) {
 // not fit are dropped and counted.
 func TestDecisionLogNeverBlocks(t *testing.T) {
 	sink := &recordSink{block: make(chan struct{})}
-	f := newFixtureWith(t, options{decisionLog: decisionlog.Config{
+	f := newHarnessWith(t, options{decisionLog: decisionlog.Config{
 		Sink: sink, SampleRate: 1, MaxEvents: 4, FlushBytes: 1, FlushInterval: time.Millisecond,
 	}})
-	// Registered after the fixture, so run before its context ends: the
+	// Registered after the harness, so run before its context ends: the
 	// logger's last flush then finds the sink answering.
 	t.Cleanup(func() { close(sink.block) })
 	const cycles = 50
@@ -369,7 +369,7 @@ func TestDecisionLogNeverBlocks(t *testing.T) {
 	go func() {
 		defer close(done)
 		for range cycles {
-			fullCycle(t, f, redis("cache-2-master", "master", "2", 0, ""))
+			fullCycle(t, f, fixture.MakePod().Namespace(ns).Name("cache-2-master").Redis("cache", "master", "2").Priority(0).Node("").Obj())
 		}
 	}()
 	select {

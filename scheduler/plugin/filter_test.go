@@ -8,10 +8,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/regosched/regosched/test/fixture"
 )
 
 func TestFilter(t *testing.T) {
-	f := newFixture(t)
+	f := newHarness(t)
 	tests := []struct {
 		name    string
 		pod     *corev1.Pod
@@ -23,19 +25,19 @@ func TestFilter(t *testing.T) {
 			// even the lower-priority one (the conformance table has the
 			// peers preemption may evict).
 			name:    "a master avoids both masters, which the policy protects from preemption",
-			pod:     redis("cache-2-master", "master", "2", 500, ""),
+			pod:     fixture.MakePod().Namespace(ns).Name("cache-2-master").Redis("cache", "master", "2").Priority(500).Obj(),
 			wantPre: ok,
 			want:    map[string]string{"n1": unresolvable, "n2": unresolvable, "n3": ok},
 		},
 		{
 			name:    "a master of priority 100 preempts no peer of equal priority",
-			pod:     redis("cache-2-master", "master", "2", 100, ""),
+			pod:     fixture.MakePod().Namespace(ns).Name("cache-2-master").Redis("cache", "master", "2").Priority(100).Obj(),
 			wantPre: ok,
 			want:    map[string]string{"n1": unresolvable, "n2": unresolvable, "n3": ok},
 		},
 		{
 			name:    "a replica avoids its own shard's master only",
-			pod:     redis("cache-1-replica", "replica", "1", 2000, ""),
+			pod:     fixture.MakePod().Namespace(ns).Name("cache-1-replica").Redis("cache", "replica", "1").Priority(2000).Obj(),
 			wantPre: ok,
 			want:    map[string]string{"n1": ok, "n2": unresolvable, "n3": ok},
 		},
@@ -56,7 +58,7 @@ func TestFilter(t *testing.T) {
 // The cache and the scheduler's snapshot disagree about a conflicting peer:
 // the API server settles it.
 func TestFilterWhenTheViewsDisagree(t *testing.T) {
-	pod := redis("cache-2-master", "master", "2", 500, "")
+	pod := fixture.MakePod().Namespace(ns).Name("cache-2-master").Redis("cache", "master", "2").Priority(500).Obj()
 	tests := []struct {
 		name string
 		opts options
@@ -75,7 +77,7 @@ func TestFilterWhenTheViewsDisagree(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixtureWith(t, tt.opts)
+			f := newHarnessWith(t, tt.opts)
 			cs, st := f.preFilter(t, pod)
 			if !st.IsSuccess() {
 				t.Fatalf("PreFilter = %v", st)
@@ -88,8 +90,9 @@ func TestFilterWhenTheViewsDisagree(t *testing.T) {
 }
 
 func TestFilterWithoutPreFilterIsAnError(t *testing.T) {
-	f := newFixture(t)
-	st := f.pl.Filter(context.Background(), framework.NewCycleState(), redis("x", "master", "2", 1, ""), f.nodes["n1"])
+	f := newHarness(t)
+	pod := fixture.MakePod().Namespace(ns).Name("x").Redis("cache", "master", "2").Priority(1).Obj()
+	st := f.pl.Filter(context.Background(), framework.NewCycleState(), pod, f.nodes["n1"])
 	if st.Code() != fwk.Error {
 		t.Errorf("Filter = %v, want Error", st)
 	}

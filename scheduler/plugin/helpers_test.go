@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -27,30 +26,14 @@ import (
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/core/bundles"
 	"github.com/regosched/regosched/internal/ops/decisionlog"
-	ls "github.com/regosched/regosched/test/localstack"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 const ns = "shop"
 
-// redis is a Redis pod of cluster cache with priority prio, bound to node
-// unless node is "".
-func redis(name, role, shard string, prio int32, node string) *corev1.Pod {
-	p := ls.RedisPod(ns, "cache", name, role, shard)
-	p.UID = types.UID("uid-" + name)
-	p.Spec.Priority = &prio
-	p.Spec.NodeName = node
-	return p
-}
-
-func node(name, zone string) *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-		"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone,
-	}}}
-}
-
-// fixture is the plugin over three nodes in three zones, with
+// harness is the plugin over three nodes in three zones, with
 // cache-0's master (priority 100) on n1 and cache-1's (priority 1000) on n2.
-type fixture struct {
+type harness struct {
 	pl     *Regosched
 	reg    *prometheus.Registry
 	client *fake.Clientset
@@ -58,7 +41,7 @@ type fixture struct {
 	syncs  int // pods sync created
 }
 
-// options vary the fixture: pods (by name) left out of the scheduler's
+// options vary the harness: pods (by name) left out of the scheduler's
 // snapshot, as when its informer is ahead of the cache's or behind it, and
 // pods the API server no longer has, though the cache still lists them.
 type options struct {
@@ -74,16 +57,20 @@ type options struct {
 	decisionLog decisionlog.Config
 }
 
-func newFixture(t *testing.T) *fixture { return newFixtureWith(t, options{}) }
+func newHarness(t *testing.T) *harness { return newHarnessWith(t, options{}) }
 
-func newFixtureWith(t *testing.T, o options) *fixture {
+func newHarnessWith(t *testing.T, o options) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	nodes := []*corev1.Node{node("n1", "zone-a"), node("n2", "zone-b"), node("n3", "zone-c")}
+	nodes := []*corev1.Node{
+		fixture.MakeNode().Name("n1").Hostname().Zone("zone-a").Obj(),
+		fixture.MakeNode().Name("n2").Hostname().Zone("zone-b").Obj(),
+		fixture.MakeNode().Name("n3").Hostname().Zone("zone-c").Obj(),
+	}
 	pods := []*corev1.Pod{
-		redis("cache-0-master", "master", "0", 100, "n1"),
-		redis("cache-1-master", "master", "1", 1000, "n2"),
+		fixture.MakePod().Namespace(ns).Name("cache-0-master").Redis("cache", "master", "0").Priority(100).Node("n1").Obj(),
+		fixture.MakePod().Namespace(ns).Name("cache-1-master").Redis("cache", "master", "1").Priority(1000).Node("n2").Obj(),
 	}
 	var objs []runtime.Object
 	var snapPods []*corev1.Pod
@@ -106,7 +93,7 @@ func newFixtureWith(t *testing.T, o options) *fixture {
 		return false, nil, nil
 	})
 	snapshot := schedcache.NewSnapshot(snapPods, nodes)
-	f := &fixture{client: client, nodes: map[string]fwk.NodeInfo{}, reg: prometheus.NewRegistry()}
+	f := &harness{client: client, nodes: map[string]fwk.NodeInfo{}, reg: prometheus.NewRegistry()}
 	for _, n := range nodes {
 		ni, err := snapshot.NodeInfos().Get(n.Name)
 		if err != nil {
@@ -139,7 +126,7 @@ func newFixtureWith(t *testing.T, o options) *fixture {
 }
 
 // filter runs Filter on every node and gives each node's status code.
-func (f *fixture) filter(t *testing.T, cs fwk.CycleState, pod *corev1.Pod) map[string]string {
+func (f *harness) filter(t *testing.T, cs fwk.CycleState, pod *corev1.Pod) map[string]string {
 	t.Helper()
 	got := map[string]string{}
 	for name, ni := range f.nodes {
@@ -148,7 +135,7 @@ func (f *fixture) filter(t *testing.T, cs fwk.CycleState, pod *corev1.Pod) map[s
 	return got
 }
 
-func (f *fixture) preFilter(t *testing.T, pod *corev1.Pod) (fwk.CycleState, *fwk.Status) {
+func (f *harness) preFilter(t *testing.T, pod *corev1.Pod) (fwk.CycleState, *fwk.Status) {
 	t.Helper()
 	cs := framework.NewCycleState()
 	_, st := f.pl.PreFilter(context.Background(), cs, pod, nil)
@@ -168,13 +155,11 @@ func podInfo(t *testing.T, p *corev1.Pod) fwk.PodInfo {
 // before it: it creates a bound pod of a cluster of its own, which no test
 // pod is a peer of, and waits until the cache indexes it (the informer
 // handles events in order).
-func (f *fixture) sync(t *testing.T) {
+func (f *harness) sync(t *testing.T) {
 	t.Helper()
 	f.syncs++
 	name := fmt.Sprintf("sync-%d", f.syncs)
-	p := ls.RedisPod(ns, name, name+"-0", "master", "0")
-	p.UID = types.UID("uid-" + name)
-	p.Spec.NodeName = "n1"
+	p := fixture.MakePod().Namespace(ns).Name(name+"-0").UID("uid-"+name).Redis(name, "master", "0").Node("n1").Obj()
 	if _, err := f.client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

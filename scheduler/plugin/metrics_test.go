@@ -5,14 +5,16 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // regosched's metrics are registered where the plugin is told (the
 // scheduler's legacyregistry, for its /metrics), and the plugin's denials
 // are counted as the extender's.
 func TestMetrics(t *testing.T) {
-	f := newFixture(t)
-	if _, st := f.preFilter(t, redis("cache-2-master", "master", "2", 500, "")); !st.IsSuccess() {
+	f := newHarness(t)
+	if _, st := f.preFilter(t, fixture.MakePod().Namespace(ns).Name("cache-2-master").Redis("cache", "master", "2").Priority(500).Obj()); !st.IsSuccess() {
 		t.Fatalf("PreFilter = %v", st)
 	}
 	families, err := f.reg.Gather()

@@ -53,19 +53,14 @@ func TestDecodeArgs(t *testing.T) {
 	}
 }
 
-// defaults fills a's empty fields with `regosched serve`'s flag defaults.
+// defaults fills a's empty fields with the plugin's own defaults; the
+// policy's are settings', which config takes.
 func defaults(a Args) Args {
-	for _, d := range []struct {
-		field *string
-		value string
-	}{
-		{&a.LogLevel, "info"}, {&a.SyncTimeout, "2m"}, {&a.PolicyPoll, "2s"}, {&a.PolicyMinDelay, "10s"},
-		{&a.PolicyMaxDelay, "20s"}, {&a.PolicyLongPollingTimeout, "0s"}, {&a.PolicyStartTimeout, "30s"},
-		{&a.PolicyVerificationKeyID, "default"}, {&a.PolicySigningAlg, "RS256"},
-	} {
-		if *d.field == "" {
-			*d.field = d.value
-		}
+	if a.LogLevel == "" {
+		a.LogLevel = "info"
+	}
+	if a.SyncTimeout == "" {
+		a.SyncTimeout = "2m"
 	}
 	return a
 }

@@ -7,20 +7,19 @@ import (
 	"github.com/google/go-cmp/cmp"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	ls "github.com/regosched/regosched/test/localstack"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // The preemption dry run: RemovePod and AddPod on a clone of the state
 // change what Filter says there and nowhere else.
 func TestPreemptionDryRun(t *testing.T) {
-	f := newFixtureWith(t, options{unprotected: true})
-	pod := redis("cache-2-master", "master", "2", 500, "")
+	f := newHarnessWith(t, options{unprotected: true})
+	pod := fixture.MakePod().Namespace(ns).Name("cache-2-master").Redis("cache", "master", "2").Priority(500).Obj()
 	cs, _ := f.preFilter(t, pod)
 	ctx := context.Background()
-	victim := redis("cache-0-master", "master", "0", 100, "n1")
-	nominated := redis("cache-3-master", "master", "3", 800, "")
-	unrelated := ls.PlainPod(ns, "web")
-	unrelated.Spec.NodeName = "n1"
+	victim := fixture.MakePod().Namespace(ns).Name("cache-0-master").Redis("cache", "master", "0").Priority(100).Node("n1").Obj()
+	nominated := fixture.MakePod().Namespace(ns).Name("cache-3-master").Redis("cache", "master", "3").Priority(800).Obj()
+	unrelated := fixture.MakePod().Namespace(ns).Name("web").Schedulable().Node("n1").Obj()
 
 	steps := []struct {
 		name string

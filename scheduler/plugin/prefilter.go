@@ -99,7 +99,7 @@ func (pl *Regosched) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.P
 		s.log.took = time.Since(start)
 	}
 	if pl.shadow != nil && len(s.subject.Peers) > 0 {
-		s.shadow = newShadowCandidates(s.filtered.Verdict, len(nodes))
+		s.shadow = newShadowCandidates(s.filtered, len(nodes))
 	}
 	cs.Write(stateKey, s)
 	if len(s.subject.Keys) == 0 {

@@ -8,7 +8,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/regosched/regosched/internal/core/policy"
-	ls "github.com/regosched/regosched/test/localstack"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // slowPolicy groups every pod, and describes one labelled slow=yes for
@@ -27,8 +27,8 @@ claims := {"marks": {"m": "slow"}, "separate": [], "spread": []} if {
 // A runaway policy must not hold the scheduler's one cycle: PreFilter gives
 // up after policy.DescribeTimeout with an error (the pod is retried).
 func TestPreFilterStopsARunawayPolicy(t *testing.T) {
-	f := newFixtureWith(t, options{policy: slowPolicy})
-	pod := ls.PlainPod(ns, "slow")
+	f := newHarnessWith(t, options{policy: slowPolicy})
+	pod := fixture.MakePod().Namespace(ns).Name("slow").Schedulable().Obj()
 	pod.Labels = map[string]string{"slow": "yes"}
 	done := make(chan *fwk.Status, 1)
 	go func() {
@@ -46,8 +46,8 @@ func TestPreFilterStopsARunawayPolicy(t *testing.T) {
 }
 
 func TestPreFilterSkipsAPodInNoGroup(t *testing.T) {
-	f := newFixture(t)
-	_, st := f.preFilter(t, ls.PlainPod(ns, "web"))
+	f := newHarness(t)
+	_, st := f.preFilter(t, fixture.MakePod().Namespace(ns).Name("web").Schedulable().Obj())
 	if st.Code() != fwk.Skip {
 		t.Errorf("PreFilter = %v, want Skip", st)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/core/bundles"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // A policy data change is picked up while the scheduler runs, between two
@@ -26,8 +27,8 @@ import (
 func TestHotReload(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	n1 := node("n1", "zone-a")
-	master := redis("cache-0-master", "master", "0", 100, "n1")
+	n1 := fixture.MakeNode().Name("n1").Hostname().Zone("zone-a").Obj()
+	master := fixture.MakePod().Namespace(ns).Name("cache-0-master").Redis("cache", "master", "0").Priority(100).Node("n1").Obj()
 	client := fake.NewClientset([]runtime.Object{n1, master}...)
 	snapshot := schedcache.NewSnapshot([]*corev1.Pod{master}, []*corev1.Node{n1})
 	data := filepath.Join(t.TempDir(), "data.json")
@@ -51,7 +52,7 @@ func TestHotReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := redis("cache-1-master", "master", "1", 500, "")
+	pod := fixture.MakePod().Namespace(ns).Name("cache-1-master").Redis("cache", "master", "1").Priority(500).Obj()
 	filter := func(cs fwk.CycleState) fwk.Code {
 		t.Helper()
 		return pl.Filter(ctx, cs, pod, ni).Code()

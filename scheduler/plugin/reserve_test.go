@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // Reserve makes the pod a peer of the next one at once; Unreserve takes
@@ -15,10 +17,10 @@ import (
 // reserved pod out (it did about one run in 40, when it happened to land
 // after Reserve).
 func TestReserveAndUnreserve(t *testing.T) {
-	f := newFixtureWith(t, options{unprotected: true})
+	f := newHarnessWith(t, options{unprotected: true})
 	ctx := context.Background()
-	first := redis("cache-2-master", "master", "2", 500, "")
-	next := redis("cache-3-master", "master", "3", 500, "")
+	first := fixture.MakePod().Namespace(ns).Name("cache-2-master").Redis("cache", "master", "2").Priority(500).Obj()
+	next := fixture.MakePod().Namespace(ns).Name("cache-3-master").Redis("cache", "master", "3").Priority(500).Obj()
 
 	cs, _ := f.preFilter(t, first)
 	if st := f.pl.Reserve(ctx, cs, first, "n3"); !st.IsSuccess() {

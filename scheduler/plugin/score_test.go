@@ -8,11 +8,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	ls "github.com/regosched/regosched/test/localstack"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 func TestScore(t *testing.T) {
-	f := newFixture(t)
+	f := newHarness(t)
 	ctx := context.Background()
 	tests := []struct {
 		name string
@@ -23,12 +23,12 @@ func TestScore(t *testing.T) {
 			// node_spread 1 on each node of a cluster member (n1, n2),
 			// zone_apart 2 on the zone of its shard's master (n1's).
 			name: "a replica of shard 0 prefers the node and zone with no member",
-			pod:  redis("cache-0-replica", "replica", "0", 0, ""),
+			pod:  fixture.MakePod().Namespace(ns).Name("cache-0-replica").Redis("cache", "replica", "0").Obj(),
 			want: map[string]int64{"n1": 0, "n2": 67, "n3": 100},
 		},
 		{
 			name: "a pod in no group has no preference",
-			pod:  ls.PlainPod(ns, "web"),
+			pod:  fixture.MakePod().Namespace(ns).Name("web").Schedulable().Obj(),
 		},
 	}
 	for _, tt := range tests {

@@ -45,12 +45,10 @@ type shadowCandidates struct {
 }
 
 // newShadowCandidates copies what the shadow needs of the active
-// judgement v: the pod, its peers, the nodes the hard rules turned away
+// judgement f: the pod, its peers, the nodes the hard rules turned away
 // with their reasons, and the soft rules' penalties.
-func newShadowCandidates(v *judge.Verdict, nodes int) *shadowCandidates {
-	r := shadow.NewFilterRequest(v.Subject.Pod, v.Subject.Peers, nil, v.Denied())
-	r.Penalties = v.Penalties // the judge's, never changed after
-	return &shadowCandidates{request: r, slots: make([]string, nodes)}
+func newShadowCandidates(f *judge.Filtered, nodes int) *shadowCandidates {
+	return &shadowCandidates{request: shadow.FilterRequestOf(f, nil), slots: make([]string, nodes)}
 }
 
 // saw notes a candidate; safe from many goroutines.

@@ -12,6 +12,7 @@ import (
 	"github.com/regosched/regosched/internal/core/policy"
 	"github.com/regosched/regosched/internal/core/policy/policytest"
 	"github.com/regosched/regosched/internal/ops/shadow"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 type staticPolicy struct{ p *policy.Policy }
@@ -49,7 +50,7 @@ func BenchmarkCycleShadow(b *testing.B) {
 						b.Cleanup(func() { cancel(); <-done })
 					}
 				}
-				pod := redis("cache-3-master", "master", "3", 0, "")
+				pod := fixture.MakePod().Namespace(ns).Name("cache-3-master").Redis("cache", "master", "3").Obj()
 				ctx := context.Background()
 				for b.Loop() {
 					benchCycle(ctx, b, pl, pod, infos, nil)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/regosched/regosched/internal/core/policy/policytest"
 	"github.com/regosched/regosched/internal/ops/shadow"
-	ls "github.com/regosched/regosched/test/localstack"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // offers records the shadow requests offered.
@@ -38,7 +38,7 @@ func (o *offers) Offer(r *shadow.Request) bool {
 // are), the nodes the active policy denied with its reasons, and its
 // penalties; a preemption dry run's clone adds no candidate.
 func TestShadowOffersTheCandidates(t *testing.T) {
-	replica := redis("cache-1-replica", "replica", "1", 0, "")
+	replica := fixture.MakePod().Namespace(ns).Name("cache-1-replica").Redis("cache", "replica", "1").Obj()
 	tests := []struct {
 		name     string
 		pod      *corev1.Pod
@@ -58,7 +58,7 @@ func TestShadowOffersTheCandidates(t *testing.T) {
 			want: []string{"n2 n3 denied: n2"},
 		},
 		{
-			name: "no node fits: offered at PostFilter", pod: redis("cache-2-master", "master", "2", 0, ""),
+			name: "no node fits: offered at PostFilter", pod: fixture.MakePod().Namespace(ns).Name("cache-2-master").Redis("cache", "master", "2").Obj(),
 			filterOn: []string{"n1", "n2"}, then: []string{"PostFilter"},
 			want: []string{"n1 n2 denied: n1 n2"},
 		},
@@ -72,7 +72,7 @@ func TestShadowOffersTheCandidates(t *testing.T) {
 			then: []string{"PostFilter"},
 		},
 		{
-			name: "a pod without peers is not offered", pod: ls.PlainPod(ns, "web"),
+			name: "a pod without peers is not offered", pod: fixture.MakePod().Namespace(ns).Name("web").Schedulable().Obj(),
 			filterOn: []string{"n1"}, then: []string{"PreScore", "Reserve", "PostFilter"},
 		},
 	}
@@ -81,7 +81,7 @@ func TestShadowOffersTheCandidates(t *testing.T) {
 		// Filter's notes), or none, as in the other tests here.
 		for _, given := range []string{"every node", "no node"} {
 			t.Run(tt.name+"/PreFilter given "+given, func(t *testing.T) {
-				f := newFixture(t)
+				f := newHarness(t)
 				o := &offers{}
 				f.pl.shadow = o
 				ctx := context.Background()
@@ -150,13 +150,13 @@ func TestShadowPolicy(t *testing.T) {
 		// and the shadow denies, among n1..n3.
 		want float64
 	}{
-		{name: "another shard's replica: the shadow also denies cache-0-master's node", pod: redis("cache-1-replica", "replica", "1", 0, ""), want: 1},
-		{name: "a master: both deny both masters' nodes", pod: redis("cache-2-master", "master", "2", 0, ""), want: 0},
+		{name: "another shard's replica: the shadow also denies cache-0-master's node", pod: fixture.MakePod().Namespace(ns).Name("cache-1-replica").Redis("cache", "replica", "1").Obj(), want: 1},
+		{name: "a master: both deny both masters' nodes", pod: fixture.MakePod().Namespace(ns).Name("cache-2-master").Redis("cache", "master", "2").Obj(), want: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			plain, shadowed := newFixture(t), newFixtureWith(t, options{shadowPolicy: dir})
-			answers := func(f *fixture) map[string]string {
+			plain, shadowed := newHarness(t), newHarnessWith(t, options{shadowPolicy: dir})
+			answers := func(f *harness) map[string]string {
 				cs, st := f.preFilter(t, tt.pod)
 				if !st.IsSuccess() {
 					t.Fatalf("PreFilter = %v", st)
@@ -171,7 +171,7 @@ func TestShadowPolicy(t *testing.T) {
 			}
 			// A marker offered after the pod's request: once it is counted,
 			// so is the pod's (one worker judges the queue in order).
-			marker := redis("cache-1-replica", "replica", "1", 0, "")
+			marker := fixture.MakePod().Namespace(ns).Name("cache-1-replica").Redis("cache", "replica", "1").Obj()
 			cs, _ := shadowed.preFilter(t, marker)
 			shadowed.filter(t, cs, marker)
 			shadowed.pl.PreScore(context.Background(), cs, marker, nil)

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/regosched/regosched/test/fixture"
 	ls "github.com/regosched/regosched/test/localstack"
 )
 
@@ -33,11 +34,11 @@ func TestWorkloadPods(t *testing.T) {
 			}
 			names[key] = true
 			nss[p.Namespace] = true
-			count[p.Labels[ls.LabelName]+"/"+p.Labels[ls.LabelComponent]]++
+			count[p.Labels[fixture.LabelName]+"/"+p.Labels[fixture.LabelComponent]]++
 			if p.Labels[LabelRun] != string(mode) || p.Spec.SchedulerName != mode.SchedulerName() {
 				t.Fatalf("%s: pod %s has run %q, scheduler %q", mode, key, p.Labels[LabelRun], p.Spec.SchedulerName)
 			}
-			if p.Labels[ls.LabelInstance] == "" || (p.Labels[ls.LabelName] == "redis" && p.Labels[ls.LabelShard] == "") {
+			if p.Labels[fixture.LabelInstance] == "" || (p.Labels[fixture.LabelName] == "redis" && p.Labels[fixture.LabelShard] == "") {
 				t.Fatalf("%s: pod %s lacks cluster or shard labels: %v", mode, key, p.Labels)
 			}
 			if !strings.HasPrefix(p.Namespace, "bench-"+string(mode)+"-") {
@@ -83,7 +84,7 @@ func TestNativeAntiAffinity(t *testing.T) {
 		}
 		var out []string
 		for _, tm := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-			out = append(out, tm.LabelSelector.MatchLabels[ls.LabelName]+"/"+tm.LabelSelector.MatchLabels[ls.LabelComponent]+
+			out = append(out, tm.LabelSelector.MatchLabels[fixture.LabelName]+"/"+tm.LabelSelector.MatchLabels[fixture.LabelComponent]+
 				" keys="+strings.Join(tm.MatchLabelKeys, "+")+" on "+tm.TopologyKey)
 		}
 		return out
@@ -92,18 +93,18 @@ func TestNativeAntiAffinity(t *testing.T) {
 		pod  *corev1.Pod
 		want []string
 	}{
-		{ls.RedisPod("n", "c", "m", "master", "0"), []string{
+		{fixture.MakePod().Namespace("n").Name("m").Redis("c", "master", "0").Schedulable().Obj(), []string{
 			"redis/master keys=app.kubernetes.io/instance on kubernetes.io/hostname",
 			"redis/replica keys=app.kubernetes.io/instance+regosched.io/shard on kubernetes.io/hostname",
 		}},
-		{ls.RedisPod("n", "c", "r", "replica", "0"), []string{
+		{fixture.MakePod().Namespace("n").Name("r").Redis("c", "replica", "0").Schedulable().Obj(), []string{
 			"redis/master keys=app.kubernetes.io/instance+regosched.io/shard on kubernetes.io/hostname",
 		}},
-		{ls.ESPod("n", "c", "d", "data"), []string{
+		{fixture.MakePod().Namespace("n").Name("d").Elasticsearch("c", "data").Schedulable().Obj(), []string{
 			"elasticsearch/data keys=app.kubernetes.io/instance on kubernetes.io/hostname",
 		}},
-		{ls.ESPod("n", "c", "m", "master"), nil},
-		{ls.PlainPod("n", "p"), nil},
+		{fixture.MakePod().Namespace("n").Name("m").Elasticsearch("c", "master").Schedulable().Obj(), nil},
+		{fixture.MakePod().Namespace("n").Name("p").Schedulable().Obj(), nil},
 	}
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, terms(tt.pod)); diff != "" {

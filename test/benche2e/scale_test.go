@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
-	ls "github.com/regosched/regosched/test/localstack"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 func TestPrebound(t *testing.T) {
@@ -32,7 +32,7 @@ func TestPrebound(t *testing.T) {
 			}
 			scheduled := map[string]bool{}
 			for _, p := range w.Pods(mode, "x1") {
-				scheduled[p.Labels[ls.LabelInstance]] = true
+				scheduled[p.Labels[fixture.LabelInstance]] = true
 			}
 			perNode := map[string]int{}
 			roles := map[string]int{}
@@ -46,7 +46,7 @@ func TestPrebound(t *testing.T) {
 				if p.Spec.NodeName == "" || p.Labels[LabelPrebound] != "x1" || p.Labels[LabelRun] != "" {
 					t.Fatalf("pod %s: node %q, labels %v", key, p.Spec.NodeName, p.Labels)
 				}
-				if scheduled[p.Labels[ls.LabelInstance]] {
+				if scheduled[p.Labels[fixture.LabelInstance]] {
 					t.Fatalf("pod %s shares its cluster with a scheduled pod", key)
 				}
 				if !strings.HasPrefix(p.Namespace, "bench-x1-") || p.Spec.SchedulerName != mode.SchedulerName() {
@@ -56,7 +56,7 @@ func TestPrebound(t *testing.T) {
 					t.Fatalf("pod %s: affinity %v in mode %s", key, p.Spec.Affinity, mode)
 				}
 				perNode[p.Spec.NodeName]++
-				roles[p.Labels[ls.LabelName]+"/"+p.Labels[ls.LabelComponent]]++
+				roles[p.Labels[fixture.LabelName]+"/"+p.Labels[fixture.LabelComponent]]++
 			}
 			if len(perNode) != 5000 {
 				t.Errorf("pods on %d nodes, want all 5000", len(perNode))

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/regosched/regosched/test/fixture"
 	"github.com/regosched/regosched/test/localcluster"
 	ls "github.com/regosched/regosched/test/localstack"
 )
@@ -177,14 +178,14 @@ func (w Workload) Pods(mode Mode, run string) []*corev1.Pod {
 		ns, cluster := nss[c%len(nss)], fmt.Sprintf("redis-%03d", c)
 		for sh := range w.RedisShards {
 			shard := strconv.Itoa(sh)
-			add(ls.RedisPod(ns, cluster, fmt.Sprintf("%s-%d-master", cluster, sh), "master", shard))
-			add(ls.RedisPod(ns, cluster, fmt.Sprintf("%s-%d-replica", cluster, sh), "replica", shard))
+			add(fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("%s-%d-master", cluster, sh)).Redis(cluster, "master", shard).Schedulable().Obj())
+			add(fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("%s-%d-replica", cluster, sh)).Redis(cluster, "replica", shard).Schedulable().Obj())
 		}
 	}
 	for c := range w.ESClusters {
 		ns, cluster := nss[c%len(nss)], fmt.Sprintf("es-%03d", c)
 		for d := range w.ESDataPods {
-			add(ls.ESPod(ns, cluster, fmt.Sprintf("%s-data-%d", cluster, d), "data"))
+			add(fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("%s-data-%d", cluster, d)).Elasticsearch(cluster, "data").Schedulable().Obj())
 		}
 	}
 	return pods
@@ -207,24 +208,24 @@ func NativeAntiAffinity(labels map[string]string) *corev1.Affinity {
 	term := func(app, role string, keys ...string) corev1.PodAffinityTerm {
 		return corev1.PodAffinityTerm{
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
-				ls.LabelName:      app,
-				ls.LabelComponent: role,
+				fixture.LabelName:      app,
+				fixture.LabelComponent: role,
 			}},
 			MatchLabelKeys: keys,
 			TopologyKey:    localcluster.LabelHostname,
 		}
 	}
 	var terms []corev1.PodAffinityTerm
-	switch labels[ls.LabelName] + "/" + labels[ls.LabelComponent] {
+	switch labels[fixture.LabelName] + "/" + labels[fixture.LabelComponent] {
 	case "redis/master":
 		terms = []corev1.PodAffinityTerm{
-			term("redis", "master", ls.LabelInstance),
-			term("redis", "replica", ls.LabelInstance, ls.LabelShard),
+			term("redis", "master", fixture.LabelInstance),
+			term("redis", "replica", fixture.LabelInstance, fixture.LabelShard),
 		}
 	case "redis/replica":
-		terms = []corev1.PodAffinityTerm{term("redis", "master", ls.LabelInstance, ls.LabelShard)}
+		terms = []corev1.PodAffinityTerm{term("redis", "master", fixture.LabelInstance, fixture.LabelShard)}
 	case "elasticsearch/data":
-		terms = []corev1.PodAffinityTerm{term("elasticsearch", "data", ls.LabelInstance)}
+		terms = []corev1.PodAffinityTerm{term("elasticsearch", "data", fixture.LabelInstance)}
 	default:
 		return nil
 	}
@@ -279,14 +280,14 @@ func (w Workload) Prebound(mode Mode, run string, n int, nodes []string) ([]*cor
 			cluster := fmt.Sprintf("pre-redis-%05d", c/2)
 			for sh := range 3 {
 				shard := strconv.Itoa(sh)
-				add(ls.RedisPod(ns, cluster, fmt.Sprintf("%s-%d-master", cluster, sh), "master", shard))
-				add(ls.RedisPod(ns, cluster, fmt.Sprintf("%s-%d-replica", cluster, sh), "replica", shard))
+				add(fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("%s-%d-master", cluster, sh)).Redis(cluster, "master", shard).Schedulable().Obj())
+				add(fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("%s-%d-replica", cluster, sh)).Redis(cluster, "replica", shard).Schedulable().Obj())
 			}
 			continue
 		}
 		cluster := fmt.Sprintf("pre-es-%05d", c/2)
 		for d := range 5 {
-			add(ls.ESPod(ns, cluster, fmt.Sprintf("%s-data-%d", cluster, d), "data"))
+			add(fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("%s-data-%d", cluster, d)).Elasticsearch(cluster, "data").Schedulable().Obj())
 		}
 	}
 	return pods, nil

@@ -22,6 +22,7 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/regosched/regosched/test/fixture"
 	ls "github.com/regosched/regosched/test/localstack"
 )
 
@@ -107,17 +108,19 @@ func Workload(nodes int) []*corev1.Pod {
 	for shard := range 3 {
 		sh := fmt.Sprint(shard)
 		pods = append(pods,
-			ls.RedisPod(Namespace, "cache", "cache-"+sh+"-master", "master", sh),
-			ls.RedisPod(Namespace, "cache", "cache-"+sh+"-replica", "replica", sh))
+			fixture.MakePod().Namespace(Namespace).Name("cache-"+sh+"-master").Redis("cache", "master", sh).Schedulable().Obj(),
+			fixture.MakePod().Namespace(Namespace).Name("cache-"+sh+"-replica").Redis("cache", "replica", sh).Schedulable().Obj())
 	}
 	for i := range nodes + 1 {
-		pods = append(pods, ls.ESPod(Namespace, "logs", fmt.Sprintf("logs-data-%d", i), "data"))
+		pods = append(pods, fixture.MakePod().Namespace(Namespace).Name(fmt.Sprintf("logs-data-%d", i)).Elasticsearch("logs", "data").Schedulable().Obj())
 	}
 	for i := range 2 {
-		pods = append(pods, ls.ESPod(Namespace, "logs", fmt.Sprintf("logs-master-%d", i), "master"))
+		pods = append(pods,
+			fixture.MakePod().Namespace(Namespace).Name(fmt.Sprintf("logs-master-%d", i)).Elasticsearch("logs", "master").Schedulable().Obj(),
+		)
 	}
 	for i := range 2 {
-		pods = append(pods, ls.PlainPod(Namespace, fmt.Sprintf("web-%d", i)))
+		pods = append(pods, fixture.MakePod().Namespace(Namespace).Name(fmt.Sprintf("web-%d", i)).Schedulable().Obj())
 	}
 	return pods
 }

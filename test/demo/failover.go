@@ -325,8 +325,7 @@ func (sc *scene) place(ctx context.Context) error {
 	}
 	slices.Sort(ports)
 	for _, p := range ports {
-		pod := ls.BitnamiClusterPod(FailoverNamespace, sc.lay.pod[p], p)
-		pod.Spec.NodeName = sc.lay.node[p]
+		pod := ls.BitnamiClusterPod(FailoverNamespace, sc.lay.pod[p], p).Node(sc.lay.node[p]).Obj()
 		if err := ls.CreateRunning(ctx, sc.stack.Client(), pod); err != nil {
 			return err
 		}

@@ -13,52 +13,6 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// pluginArgs are the Regosched plugin's args (pluginConfig[].args of
-// regosched-scheduler's KubeSchedulerConfiguration), regosched serve's
-// policy flags one to one. An unknown arg is an error to the plugin, so
-// the chart must write these names and no other.
-type pluginArgs struct {
-	Policy                   string             `json:"policy,omitempty"`
-	ShadowPolicy             string             `json:"shadowPolicy,omitempty"`
-	PolicyData               string             `json:"policyData,omitempty"`
-	PolicyPoll               string             `json:"policyPoll,omitempty"`
-	PolicyMinDelay           string             `json:"policyMinDelay,omitempty"`
-	PolicyMaxDelay           string             `json:"policyMaxDelay,omitempty"`
-	PolicyLongPollingTimeout string             `json:"policyLongPollingTimeout,omitempty"`
-	PolicyStartTimeout       string             `json:"policyStartTimeout,omitempty"`
-	PolicyBearerTokenFile    string             `json:"policyBearerTokenFile,omitempty"`
-	PolicyCACert             string             `json:"policyCACert,omitempty"`
-	PolicyInsecure           bool               `json:"policyInsecure,omitempty"`
-	PolicyMaxBytes           int64              `json:"policyMaxBytes,omitempty"`
-	PolicyMaxTotalBytes      int64              `json:"policyMaxTotalBytes,omitempty"`
-	PolicyMaxEntries         int                `json:"policyMaxEntries,omitempty"`
-	PolicyVerificationKey    string             `json:"policyVerificationKey,omitempty"`
-	PolicyVerificationKeyID  string             `json:"policyVerificationKeyID,omitempty"`
-	PolicySigningAlg         string             `json:"policySigningAlg,omitempty"`
-	PolicyScope              string             `json:"policyScope,omitempty"`
-	PolicyRunTests           bool               `json:"policyRunTests,omitempty"`
-	LogLevel                 string             `json:"logLevel,omitempty"`
-	SyncTimeout              string             `json:"syncTimeout,omitempty"`
-	DecisionLog              *pluginDecisionLog `json:"decisionLog,omitempty"`
-}
-
-// pluginDecisionLog is the plugin arg decisionLog (scheduler/plugin's
-// DecisionLogArgs).
-type pluginDecisionLog struct {
-	Target           string   `json:"target,omitempty"`
-	Sample           *float64 `json:"sample,omitempty"`
-	MaskLabels       []string `json:"maskLabels,omitempty"`
-	MaskMode         string   `json:"maskMode,omitempty"`
-	BufferSize       int      `json:"bufferSize,omitempty"`
-	FlushInterval    string   `json:"flushInterval,omitempty"`
-	Timeout          string   `json:"timeout,omitempty"`
-	MaxRetries       *int     `json:"maxRetries,omitempty"`
-	UploadLimitBytes int      `json:"uploadLimitBytes,omitempty"`
-	CACert           string   `json:"caCert,omitempty"`
-	BearerTokenFile  string   `json:"bearerTokenFile,omitempty"`
-	Insecure         bool     `json:"insecure,omitempty"`
-}
-
 // schedulerConfiguration is what the tests read of a
 // KubeSchedulerConfiguration, decoded strictly: any field not here fails.
 type schedulerConfiguration struct {
@@ -91,7 +45,7 @@ type schedulerConfiguration struct {
 // decoder matches them regardless of case, the scheduler's does not) and
 // that none is set to its zero value (the chart writes only args that are
 // set): re-encoded, the args must be what was rendered.
-func decodePluginArgs(t *testing.T, args map[string]any) pluginArgs {
+func decodePluginArgs(t *testing.T, args map[string]any) PluginArgs {
 	t.Helper()
 	raw, err := json.Marshal(args)
 	if err != nil {
@@ -99,7 +53,7 @@ func decodePluginArgs(t *testing.T, args map[string]any) pluginArgs {
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	var got pluginArgs
+	var got PluginArgs
 	if err := dec.Decode(&got); err != nil {
 		t.Fatalf("plugin args %s: %v", raw, err)
 	}
@@ -123,7 +77,7 @@ func decodePluginArgs(t *testing.T, args map[string]any) pluginArgs {
 
 // pluginConfig parses a plugin-mode KubeSchedulerConfiguration strictly
 // and returns it with the Regosched plugin's args.
-func pluginConfig(t *testing.T, text []byte) (schedulerConfiguration, pluginArgs) {
+func pluginConfig(t *testing.T, text []byte) (schedulerConfiguration, PluginArgs) {
 	t.Helper()
 	var cfg schedulerConfiguration
 	if err := yaml.UnmarshalStrict(text, &cfg); err != nil {
@@ -175,7 +129,7 @@ func TestChartPluginMode(t *testing.T) {
 		// set and setJSON are the values of both modes; mode=plugin is
 		// added for the plugin render.
 		set, setJSON []string
-		want         pluginArgs
+		want         PluginArgs
 		weight       int
 		// volumes the scheduler has beyond config and tmp.
 		volumes []string
@@ -187,7 +141,7 @@ func TestChartPluginMode(t *testing.T) {
 	}{
 		{
 			name:   "defaults",
-			want:   pluginArgs{LogLevel: "info"},
+			want:   PluginArgs{LogLevel: "info"},
 			weight: 5,
 		},
 		{
@@ -198,7 +152,7 @@ func TestChartPluginMode(t *testing.T) {
 				"policy.verificationKey.keyId=ci", "policy.verificationKey.signingAlg=ES256", "policy.verificationKey.scope=prod",
 				"policy.bearerToken.existingSecret=bundle-token", "logLevel=debug",
 			},
-			want: pluginArgs{
+			want: PluginArgs{
 				Policy:                  "https://bundles.example.com/regosched.tar.gz",
 				PolicyVerificationKey:   "/etc/regosched/policy-verification-key/pub.pem",
 				PolicyVerificationKeyID: "ci",
@@ -214,7 +168,7 @@ func TestChartPluginMode(t *testing.T) {
 			// The companion answers no verbs, so it gets no --shadow-policy.
 			name:   "shadow policy",
 			set:    []string{"policy.shadowUrl=https://bundles.example.com/shadow.tar.gz"},
-			want:   pluginArgs{ShadowPolicy: "https://bundles.example.com/shadow.tar.gz", LogLevel: "info"},
+			want:   PluginArgs{ShadowPolicy: "https://bundles.example.com/shadow.tar.gz", LogLevel: "info"},
 			weight: 5,
 		},
 		{
@@ -225,7 +179,7 @@ func TestChartPluginMode(t *testing.T) {
 				"policy.verificationKey.value=-----BEGIN PUBLIC KEY-----",
 			},
 			setJSON: []string{`policy.verificationKey.keyId="2024"`},
-			want: pluginArgs{
+			want: PluginArgs{
 				Policy:                  "http://bundles.example.com/regosched.tar.gz",
 				PolicyInsecure:          true,
 				PolicyVerificationKey:   "/etc/regosched/policy-verification-key/key.pem",
@@ -250,7 +204,7 @@ func TestChartPluginMode(t *testing.T) {
 				`scheduler.extraVolumes=[{"name":"bundle-ca","configMap":{"name":"bundle-ca"}}]`,
 				`scheduler.extraVolumeMounts=[{"name":"bundle-ca","mountPath":"/etc/regosched/bundle-ca","readOnly":true}]`,
 			},
-			want: pluginArgs{
+			want: PluginArgs{
 				PolicyData:               "/etc/regosched/policy-data/data.json",
 				PolicyPoll:               "5s",
 				PolicyMinDelay:           "20s",
@@ -645,7 +599,7 @@ func TestChartPluginDecisionLog(t *testing.T) {
 	tests := []struct {
 		name         string
 		set, setJSON []string
-		want         *pluginDecisionLog
+		want         *PluginDecisionLog
 		wantFlags    []string // the companion's in mode extender
 	}{
 		{name: "off", want: nil},
@@ -658,7 +612,7 @@ func TestChartPluginDecisionLog(t *testing.T) {
 				`plugin.args.decisionLog.uploadLimitBytes=65536`,
 				`scheduler.extraVolumes=[{"name":"logs-token","secret":{"secretName":"logs-token"}}]`,
 				`scheduler.extraVolumeMounts=[{"name":"logs-token","mountPath":"/etc/logs-token","readOnly":true}]`},
-			want: &pluginDecisionLog{Target: "https://logs.example", Sample: &half, MaskLabels: []string{"team", "owner"}, MaskMode: "replace",
+			want: &PluginDecisionLog{Target: "https://logs.example", Sample: &half, MaskLabels: []string{"team", "owner"}, MaskMode: "replace",
 				BufferSize: 500, FlushInterval: "1s", Timeout: "2s", MaxRetries: &none, UploadLimitBytes: 65536,
 				BearerTokenFile: "/etc/logs-token/token", Insecure: true},
 			wantFlags: []string{"--decision-log=https://logs.example", "--decision-log-sample=0.5", "--decision-log-mask-labels=team,owner",
@@ -669,7 +623,7 @@ func TestChartPluginDecisionLog(t *testing.T) {
 			set:  []string{"decisionLog.target=/var/log/regosched/decisions.log"},
 			setJSON: []string{`scheduler.extraVolumes=[{"name":"decisions","emptyDir":{}}]`,
 				`scheduler.extraVolumeMounts=[{"name":"decisions","mountPath":"/var/log/regosched"}]`},
-			want: &pluginDecisionLog{Target: "/var/log/regosched/decisions.log", Sample: new(1.0), BufferSize: 10000, FlushInterval: "5s"},
+			want: &PluginDecisionLog{Target: "/var/log/regosched/decisions.log", Sample: new(1.0), BufferSize: 10000, FlushInterval: "5s"},
 			wantFlags: []string{"--decision-log=/var/log/regosched/decisions.log", "--decision-log-sample=1",
 				"--decision-log-buffer-size=10000", "--decision-log-flush-interval=5s"},
 		},

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/regosched/regosched/test/fixture"
 	ls "github.com/regosched/regosched/test/localstack"
 )
 
@@ -51,21 +52,19 @@ func burstPods(ns string, nodes []string) [2][]*corev1.Pod {
 	for i := range burstNodes {
 		sh := fmt.Sprint(i)
 		waves[0] = append(waves[0],
-			ls.RedisPod(ns, "cache", "cache-"+sh+"-master", "master", sh),
-			ls.ESPod(ns, "logs", fmt.Sprintf("logs-data-%d", i), "data"),
+			fixture.MakePod().Namespace(ns).Name("cache-"+sh+"-master").Redis("cache", "master", sh).Schedulable().OnNodes(nodes...).Obj(),
+			fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("logs-data-%d", i)).Elasticsearch("logs", "data").Schedulable().OnNodes(nodes...).Obj(),
 		)
-		waves[1] = append(waves[1], ls.RedisPod(ns, "cache", "cache-"+sh+"-replica", "replica", sh))
+		waves[1] = append(waves[1],
+			fixture.MakePod().Namespace(ns).Name("cache-"+sh+"-replica").Redis("cache", "replica", sh).Schedulable().OnNodes(nodes...).Obj(),
+		)
 	}
 	for i := range burstESMaster {
-		waves[0] = append(waves[0], ls.ESPod(ns, "logs", fmt.Sprintf("logs-master-%d", i), "master"))
+		waves[0] = append(waves[0],
+			fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("logs-master-%d", i)).Elasticsearch("logs", "master").Schedulable().OnNodes(nodes...).Obj())
 	}
 	for i := range burstPlain {
-		waves[1] = append(waves[1], ls.PlainPod(ns, fmt.Sprintf("filler-%d", i)))
-	}
-	for _, wave := range waves {
-		for _, p := range wave {
-			ls.OnNodes(p, nodes...)
-		}
+		waves[1] = append(waves[1], fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("filler-%d", i)).Schedulable().OnNodes(nodes...).Obj())
 	}
 	return waves
 }
@@ -171,7 +170,7 @@ func deadEnd(pods []corev1.Pod, nodes []string) string {
 	var pendingMasters []*corev1.Pod
 	for i := range pods {
 		p := &pods[i]
-		if p.Labels[ls.LabelName] != "redis" || p.Labels[ls.LabelComponent] != "master" {
+		if p.Labels[fixture.LabelName] != "redis" || p.Labels[fixture.LabelComponent] != "master" {
 			continue
 		}
 		if p.Spec.NodeName == "" {
@@ -189,11 +188,11 @@ func deadEnd(pods []corev1.Pod, nodes []string) string {
 	if len(pendingMasters) != 1 || len(free) != 1 {
 		return ""
 	}
-	shard := pendingMasters[0].Labels[ls.LabelShard]
+	shard := pendingMasters[0].Labels[fixture.LabelShard]
 	for i := range pods {
 		p := &pods[i]
-		if p.Labels[ls.LabelName] == "redis" && p.Labels[ls.LabelComponent] == "replica" &&
-			p.Labels[ls.LabelShard] == shard && p.Spec.NodeName == free[0] && p.DeletionTimestamp == nil {
+		if p.Labels[fixture.LabelName] == "redis" && p.Labels[fixture.LabelComponent] == "replica" &&
+			p.Labels[fixture.LabelShard] == shard && p.Spec.NodeName == free[0] && p.DeletionTimestamp == nil {
 			return p.Name
 		}
 	}

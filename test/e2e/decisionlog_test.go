@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/regosched/regosched/internal/ops/decisionlog/decisionlogtest"
+	"github.com/regosched/regosched/test/fixture"
 	ls "github.com/regosched/regosched/test/localstack"
 )
 
@@ -35,9 +36,7 @@ func dlBurst(t *testing.T, ctx context.Context, ns string) ([]*corev1.Pod, time.
 	all := nodes(t, ctx, burstNodes)
 	waves := burstPods(ns, all)
 	for i := range dlBurstExtra {
-		p := ls.PlainPod(ns, fmt.Sprintf("filler-extra-%d", i))
-		ls.OnNodes(p, all...)
-		waves[1] = append(waves[1], p)
+		waves[1] = append(waves[1], fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("filler-extra-%d", i)).Schedulable().OnNodes(all...).Obj())
 	}
 	pods := slices.Concat(waves[0], waves[1])
 	if len(pods) != 48 {

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/regosched/regosched/test/deploytest"
-	ls "github.com/regosched/regosched/test/localstack"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // Both clusters are called "cache" and are confined to the same three
@@ -39,16 +39,18 @@ func TestRedisClustersAreIndependentPerNamespace(t *testing.T) {
 		masterNodes[ns] = map[string]string{}
 		for shard := range 3 {
 			sh := fmt.Sprint(shard)
-			m := place(t, ctx, ls.OnNodes(ls.RedisPod(ns, "cache", "cache-"+sh+"-master", "master", sh), three...))
+			m := place(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-"+sh+"-master").Redis("cache", "master", sh).Schedulable().OnNodes(three...).Obj())
 			masterNodes[ns][sh] = m
-			r := place(t, ctx, ls.OnNodes(ls.RedisPod(ns, "cache", "cache-"+sh+"-replica", "replica", sh), three...))
+			r := place(t, ctx,
+				fixture.MakePod().Namespace(ns).Name("cache-"+sh+"-replica").Redis("cache", "replica", sh).Schedulable().OnNodes(three...).Obj(),
+			)
 			if r == m {
 				t.Errorf("%s shard %s: master and replica both on %s", ns, sh, m)
 			}
 		}
 	}
 	// A fourth master has no node left in its own cluster...
-	reason := refuse(t, ctx, ls.OnNodes(ls.RedisPod(nsA, "cache", "cache-3-master", "master", "3"), three...))
+	reason := refuse(t, ctx, fixture.MakePod().Namespace(nsA).Name("cache-3-master").Redis("cache", "master", "3").Schedulable().OnNodes(three...).Obj())
 	if want := "redis: master " + nsA + "/cache-"; !strings.Contains(reason, want) {
 		t.Errorf("FailedScheduling message %q does not contain %q", reason, want)
 	}
@@ -81,7 +83,7 @@ func TestElasticsearchDataOnePerNode(t *testing.T) {
 	used := map[string]string{}
 	for i := range 3 {
 		name := fmt.Sprintf("es-data-%d", i)
-		n := place(t, ctx, ls.OnNodes(ls.ESPod(ns, "es", name, "data"), three...))
+		n := place(t, ctx, fixture.MakePod().Namespace(ns).Name(name).Elasticsearch("es", "data").Schedulable().OnNodes(three...).Obj())
 		if prev, ok := used[n]; ok {
 			t.Errorf("%s and %s both on %s", prev, name, n)
 		}
@@ -89,7 +91,7 @@ func TestElasticsearchDataOnePerNode(t *testing.T) {
 	}
 	pending := []string{"es-data-3", "es-data-4"}
 	for _, name := range pending {
-		reason := refuse(t, ctx, ls.OnNodes(ls.ESPod(ns, "es", name, "data"), three...))
+		reason := refuse(t, ctx, fixture.MakePod().Namespace(ns).Name(name).Elasticsearch("es", "data").Schedulable().OnNodes(three...).Obj())
 		for _, want := range []string{"elasticsearch: data " + ns + "/es-data-", "of cluster es already on this node"} {
 			if !strings.Contains(reason, want) {
 				t.Errorf("%s: FailedScheduling message %q does not contain %q", name, reason, want)
@@ -98,7 +100,9 @@ func TestElasticsearchDataOnePerNode(t *testing.T) {
 	}
 
 	for _, name := range []string{"es-master-0", "es-master-1"} {
-		if n := place(t, ctx, ls.OnNodes(ls.ESPod(ns, "es", name, "master"), three[0])); n != three[0] {
+		if n := place(t, ctx,
+			fixture.MakePod().Namespace(ns).Name(name).Elasticsearch("es", "master").Schedulable().OnNodes(three[0]).Obj(),
+		); n != three[0] {
 			t.Errorf("%s on %s, want %s", name, n, three[0])
 		}
 	}
@@ -124,38 +128,34 @@ func TestUnrelatedPodsScheduleAsUsual(t *testing.T) {
 	ctx := setup(t, ns, other)
 	node := nodes(t, ctx, 1)[0]
 
-	place(t, ctx, ls.OnNodes(ls.ESPod(ns, "x", "x-data-0", "data"), node))
-	place(t, ctx, ls.OnNodes(ls.RedisPod(ns, "x", "x-0-master", "master", "0"), node))
+	place(t, ctx, fixture.MakePod().Namespace(ns).Name("x-data-0").Elasticsearch("x", "data").Schedulable().OnNodes(node).Obj())
+	place(t, ctx, fixture.MakePod().Namespace(ns).Name("x-0-master").Redis("x", "master", "0").Schedulable().OnNodes(node).Obj())
 
-	labelled := func(name string, labels map[string]string) *corev1.Pod {
-		p := ls.PlainPod(ns, name)
-		p.Labels = labels
-		return p
-	}
 	tests := []struct {
 		name string
-		pod  *corev1.Pod
+		pod  *fixture.PodWrapper
 	}{
-		{"plain pod", ls.PlainPod(ns, "plain-0")},
-		{"another plain pod", ls.PlainPod(ns, "plain-1")},
-		{"elasticsearch data pod without cluster", labelled("es-nocluster", map[string]string{
-			ls.LabelName: "elasticsearch", ls.LabelComponent: "data"})},
-		{"redis master without cluster", labelled("redis-nocluster", map[string]string{
-			ls.LabelName: "redis", ls.LabelComponent: "master", ls.LabelShard: "0"})},
-		{"other application, same cluster and role labels", labelled("web-data", map[string]string{
-			ls.LabelName: "web", ls.LabelInstance: "x", ls.LabelComponent: "data"})},
-		{"redis master of another cluster", ls.RedisPod(ns, "y", "y-0-master", "master", "0")},
-		{"elasticsearch data pod of the same cluster name in another namespace", ls.ESPod(other, "x", "x-data-0", "data")},
+		{"plain pod", fixture.MakePod().Namespace(ns).Name("plain-0").Schedulable()},
+		{"another plain pod", fixture.MakePod().Namespace(ns).Name("plain-1").Schedulable()},
+		{"elasticsearch data pod without cluster", fixture.MakePod().Namespace(ns).Name("es-nocluster").Labels(map[string]string{
+			fixture.LabelName: "elasticsearch", fixture.LabelComponent: "data"}).Schedulable()},
+		{"redis master without cluster", fixture.MakePod().Namespace(ns).Name("redis-nocluster").Labels(map[string]string{
+			fixture.LabelName: "redis", fixture.LabelComponent: "master", fixture.LabelShard: "0"}).Schedulable()},
+		{"other application, same cluster and role labels", fixture.MakePod().Namespace(ns).Name("web-data").Labels(map[string]string{
+			fixture.LabelName: "web", fixture.LabelInstance: "x", fixture.LabelComponent: "data"}).Schedulable()},
+		{"redis master of another cluster", fixture.MakePod().Namespace(ns).Name("y-0-master").Redis("y", "master", "0").Schedulable()},
+		{"elasticsearch data pod of the same cluster name in another namespace",
+			fixture.MakePod().Namespace(other).Name("x-data-0").Elasticsearch("x", "data").Schedulable()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if n := place(t, ctx, ls.OnNodes(tt.pod, node)); n != node {
+			if n := place(t, ctx, tt.pod.OnNodes(node).Obj()); n != node {
 				t.Errorf("bound to %s, want %s", n, node)
 			}
 		})
 	}
 	// And one with the whole cluster to choose from.
-	place(t, ctx, ls.PlainPod(ns, "plain-anywhere"))
+	place(t, ctx, fixture.MakePod().Namespace(ns).Name("plain-anywhere").Schedulable().Obj())
 	noViolations(t, ctx, ns, other)
 }
 
@@ -167,16 +167,16 @@ func TestFailoverRelabelledReplicaIsMaster(t *testing.T) {
 	ctx := setup(t, ns)
 	n := nodes(t, ctx, 3)
 
-	place(t, ctx, ls.OnNodes(ls.RedisPod(ns, "cache", "cache-0-a", "master", "0"), n[0]))
-	place(t, ctx, ls.OnNodes(ls.RedisPod(ns, "cache", "cache-0-b", "replica", "0"), n[1]))
+	place(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-0-a").Redis("cache", "master", "0").Schedulable().OnNodes(n[0]).Obj())
+	place(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-0-b").Redis("cache", "replica", "0").Schedulable().OnNodes(n[1]).Obj())
 
 	// Before the failover a master of another shard may join the replica.
-	place(t, ctx, ls.OnNodes(ls.RedisPod(ns, "cache", "probe", "master", "1"), n[1]))
+	place(t, ctx, fixture.MakePod().Namespace(ns).Name("probe").Redis("cache", "master", "1").Schedulable().OnNodes(n[1]).Obj())
 	deletePod(t, ctx, ns, "probe")
 
 	// Failover: the master is gone, the replica becomes master.
 	deletePod(t, ctx, ns, "cache-0-a")
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{ls.LabelComponent: "master"}}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{fixture.LabelComponent: "master"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,32 +189,31 @@ func TestFailoverRelabelledReplicaIsMaster(t *testing.T) {
 	}
 
 	tests := []struct {
-		name   string
-		pod    *corev1.Pod
-		reason string
+		name, pod, role, shard string
+		reason                 string
 	}{
-		{"master of another shard", ls.RedisPod(ns, "cache", "cache-1-a", "master", "1"),
+		{"master of another shard", "cache-1-a", "master", "1",
 			"redis: master " + ns + "/cache-0-b of cluster cache already on this node"},
-		{"replica of the promoted shard", ls.RedisPod(ns, "cache", "cache-0-c", "replica", "0"),
+		{"replica of the promoted shard", "cache-0-c", "replica", "0",
 			"redis: master " + ns + "/cache-0-b of cluster cache (shard 0) already on this node"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// Offered the promoted pod's node only: refused.
-			only := tt.pod.DeepCopy()
-			only.Name += "-only"
-			reason := refuse(t, ctx, ls.OnNodes(only, n[1]))
+			only := tt.pod + "-only"
+			reason := refuse(t, ctx, fixture.MakePod().Namespace(ns).Name(only).Redis("cache", tt.role, tt.shard).Schedulable().OnNodes(n[1]).Obj())
 			if !strings.Contains(reason, tt.reason) {
 				t.Errorf("FailedScheduling message %q does not contain %q", reason, tt.reason)
 			}
-			deletePod(t, ctx, ns, only.Name)
+			deletePod(t, ctx, ns, only)
 
 			// Offered it and another node: the other node.
 			other := n[2]
-			if tt.pod.Labels[ls.LabelComponent] == "replica" {
+			if tt.role == "replica" {
 				other = n[0]
 			}
-			if got := place(t, ctx, ls.OnNodes(tt.pod, n[1], other)); got != other {
+			pod := fixture.MakePod().Namespace(ns).Name(tt.pod).Redis("cache", tt.role, tt.shard).Schedulable().OnNodes(n[1], other).Obj()
+			if got := place(t, ctx, pod); got != other {
 				t.Errorf("bound to %s, want %s", got, other)
 			}
 		})
@@ -232,9 +231,9 @@ func TestDeletingAPodFreesItsNode(t *testing.T) {
 	nodeOf := map[string]string{}
 	for i := range 3 {
 		name := fmt.Sprintf("es-data-%d", i)
-		nodeOf[name] = place(t, ctx, ls.OnNodes(ls.ESPod(ns, "es", name, "data"), three...))
+		nodeOf[name] = place(t, ctx, fixture.MakePod().Namespace(ns).Name(name).Elasticsearch("es", "data").Schedulable().OnNodes(three...).Obj())
 	}
-	refuse(t, ctx, ls.OnNodes(ls.ESPod(ns, "es", "es-data-3", "data"), three...))
+	refuse(t, ctx, fixture.MakePod().Namespace(ns).Name("es-data-3").Elasticsearch("es", "data").Schedulable().OnNodes(three...).Obj())
 
 	deletePod(t, ctx, ns, "es-data-1")
 	// The delete makes kube-scheduler retry es-data-3 at once, often before
@@ -261,8 +260,8 @@ func TestExtenderDownKeepsPodsPending(t *testing.T) {
 	all := nodes(t, ctx, 2)
 	a, b := all[0], all[1]
 
-	place(t, ctx, ls.OnNodes(ls.RedisPod(ns, "cache", "cache-0-master", "master", "0"), a))
-	place(t, ctx, ls.OnNodes(ls.RedisPod(ns, "cache", "cache-1-master", "master", "1"), b))
+	place(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-0-master").Redis("cache", "master", "0").Schedulable().OnNodes(a).Obj())
+	place(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-1-master").Redis("cache", "master", "1").Schedulable().OnNodes(b).Obj())
 
 	stack.StopExtender()
 	t.Cleanup(func() {
@@ -278,7 +277,8 @@ func TestExtenderDownKeepsPodsPending(t *testing.T) {
 	var created []*corev1.Pod
 	for _, name := range slices.Sorted(maps.Keys(replicas)) {
 		shard := name[len("cache-") : len("cache-")+1]
-		p, err := stack.Client().CoreV1().Pods(ns).Create(ctx, ls.OnNodes(ls.RedisPod(ns, "cache", name, "replica", shard), a, b), metav1.CreateOptions{})
+		replica := fixture.MakePod().Namespace(ns).Name(name).Redis("cache", "replica", shard).Schedulable().OnNodes(a, b).Obj()
+		p, err := stack.Client().CoreV1().Pods(ns).Create(ctx, replica, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -573,7 +573,7 @@ func TestPendingPodDescribedAhead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := ls.OnNodes(ls.ESPod(ns, "es", "es-data-0", "data"), three...)
+	pod := fixture.MakePod().Namespace(ns).Name("es-data-0").Elasticsearch("es", "data").Schedulable().OnNodes(three...).Obj()
 	pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "regosched.io/e2e"}}
 	pods := stack.Client().CoreV1().Pods(ns)
 	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})

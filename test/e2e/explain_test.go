@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/regosched/regosched/internal/ops/explain"
-	ls "github.com/regosched/regosched/test/localstack"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // `regosched explain`, the binary, against the real API server: two Redis
@@ -32,9 +32,9 @@ func TestExplainCommand(t *testing.T) {
 	ctx := setup(t, ns)
 	two := nodes(t, ctx, 3)[:2]
 	third := nodes(t, ctx, 3)[2]
-	m0 := place(t, ctx, ls.OnNodes(ls.RedisPod(ns, "cache", "cache-0-master", "master", "0"), two...))
-	m1 := place(t, ctx, ls.OnNodes(ls.RedisPod(ns, "cache", "cache-1-master", "master", "1"), two...))
-	r2 := place(t, ctx, ls.OnNodes(ls.RedisPod(ns, "cache", "cache-2-replica", "replica", "2"), third))
+	m0 := place(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-0-master").Redis("cache", "master", "0").Schedulable().OnNodes(two...).Obj())
+	m1 := place(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-1-master").Redis("cache", "master", "1").Schedulable().OnNodes(two...).Obj())
+	r2 := place(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-2-replica").Redis("cache", "replica", "2").Schedulable().OnNodes(third).Obj())
 	if err := stack.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestExplainCommand(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	pod := ls.RedisPod(ns, "cache", "cache-2-master", "master", "2")
+	pod := fixture.MakePod().Namespace(ns).Name("cache-2-master").Redis("cache", "master", "2").Schedulable().Obj()
 	pod.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
 	manifest, err := yaml.Marshal(pod)
 	if err != nil {

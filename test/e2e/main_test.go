@@ -22,7 +22,7 @@ import (
 )
 
 // stackNodes is the size of the shared cluster: node-01..node-08 over zones
-// a, b, c. Tests narrow each pod's choice with localstack.OnNodes; the burst
+// a, b, c. Tests narrow each pod's choice with fixture's OnNodes; the burst
 // tests use all eight.
 const stackNodes = 8
 

@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/regosched/regosched/test/fixture"
 	ls "github.com/regosched/regosched/test/localstack"
 	"github.com/regosched/regosched/test/monitoringtest"
 )
@@ -168,21 +169,19 @@ func produceRegoschedSeries(t *testing.T, ctx context.Context, ns string) {
 	n := nodes(t, ctx, 2)
 	// Filter, prioritize and bind requests; a bind; a pod counted as
 	// unprotected (no workload matches a plain pod).
-	place(t, ctx, ls.OnNodes(ls.ESPod(ns, "es", "es-data-0", "data"), n[0]))
-	place(t, ctx, ls.OnNodes(ls.PlainPod(ns, "plain-0"), n[0], n[1]))
+	place(t, ctx, fixture.MakePod().Namespace(ns).Name("es-data-0").Elasticsearch("es", "data").Schedulable().OnNodes(n[0]).Obj())
+	place(t, ctx, fixture.MakePod().Namespace(ns).Name("plain-0").Schedulable().OnNodes(n[0], n[1]).Obj())
 	// A filter denial: a second data pod of the cluster on the same node.
-	refuse(t, ctx, ls.OnNodes(ls.ESPod(ns, "es", "es-data-1", "data"), n[0]))
+	refuse(t, ctx, fixture.MakePod().Namespace(ns).Name("es-data-1").Elasticsearch("es", "data").Schedulable().OnNodes(n[0]).Obj())
 	// A violation: a third one bound there directly, past the scheduler.
-	direct := ls.ESPod(ns, "es", "es-data-2", "data")
-	direct.Spec.NodeName = n[0]
+	direct := fixture.MakePod().Namespace(ns).Name("es-data-2").Elasticsearch("es", "data").Schedulable().Node(n[0]).Obj()
 	if _, err := stack.Client().CoreV1().Pods(ns).Create(ctx, direct, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// A Redis role that cannot be read: a Redis Cluster pod (Bitnami's
 	// labels) running at 127.0.0.1 on a port where nothing listens.
 	port := freeLocalPort(t)
-	redis := bitnamiClusterPod(ns, "sessions-redis-cluster-0", port)
-	redis.Spec.NodeName = n[1]
+	redis := ls.BitnamiClusterPod(ns, "sessions-redis-cluster-0", port).Node(n[1]).Obj()
 	if _, err := stack.Client().CoreV1().Pods(ns).Create(ctx, redis, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -322,10 +321,8 @@ profiles:
 	}
 
 	pods := stack.Client().CoreV1().Pods(ns)
-	fits := ls.PlainPod(ns, "probe-fits")
-	fits.Spec.SchedulerName = probeProfile
-	huge := ls.PlainPod(ns, "probe-too-big")
-	huge.Spec.SchedulerName = probeProfile
+	fits := fixture.MakePod().Namespace(ns).Name("probe-fits").Schedulable().SchedulerName(probeProfile).Obj()
+	huge := fixture.MakePod().Namespace(ns).Name("probe-too-big").Schedulable().SchedulerName(probeProfile).Obj()
 	huge.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("100000")
 	for _, pod := range []*corev1.Pod{fits, huge} {
 		if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/regosched/regosched/test/fixture"
 	"github.com/regosched/regosched/test/localcluster"
 	ls "github.com/regosched/regosched/test/localstack"
 )
@@ -48,16 +49,15 @@ func ensurePriorityClasses(t *testing.T, ctx context.Context) {
 	}
 }
 
-// pinned confines p to node with a nodeSelector on the hostname label,
-// gives it priority class class ("" for none) and, if cpu is not "", that
-// CPU request.
-func pinned(p *corev1.Pod, node, class, cpu string) *corev1.Pod {
-	p.Spec.NodeSelector = map[string]string{localcluster.LabelHostname: node}
-	p.Spec.PriorityClassName = class
+// pinned is p for the regosched scheduler (fixture's Schedulable),
+// confined to node with a nodeSelector on the hostname label, of priority
+// class class ("" for none) and, if cpu is not "", of that CPU request.
+func pinned(p *fixture.PodWrapper, node, class, cpu string) *corev1.Pod {
+	pod := p.Schedulable().NodeSelector(localcluster.LabelHostname, node).PriorityClassName(class).Obj()
 	if cpu != "" {
-		p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse(cpu)
+		pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse(cpu)
 	}
-	return p
+	return pod
 }
 
 // waitPreempted creates preemptor and waits until it is bound, force-deleting
@@ -170,10 +170,12 @@ func TestPreemptionEvictsConflictingLowerPriorityPeer(t *testing.T) {
 	ensurePriorityClasses(t, ctx)
 	node := nodes(t, ctx, 1)[0]
 
-	place(t, ctx, pinned(ls.ESPod(ns, "es", "es-data-low", "data"), node, prioLow, ""))
-	place(t, ctx, pinned(ls.PlainPod(ns, "big-low"), node, prioLow, bigCPU))
+	place(t, ctx, pinned(fixture.MakePod().Namespace(ns).Name("es-data-low").Elasticsearch("es", "data"), node, prioLow, ""))
+	place(t, ctx, pinned(fixture.MakePod().Namespace(ns).Name("big-low"), node, prioLow, bigCPU))
 
-	got, victims := waitPreempted(t, ctx, pinned(ls.ESPod(ns, "es", "es-data-high", "data"), node, prioHigh, bigCPU))
+	got, victims := waitPreempted(t, ctx,
+		pinned(fixture.MakePod().Namespace(ns).Name("es-data-high").Elasticsearch("es", "data"), node, prioHigh, bigCPU),
+	)
 	if got != node {
 		t.Errorf("es-data-high bound to %s, want %s", got, node)
 	}
@@ -207,8 +209,8 @@ func TestPreemptionRuleOnlyConflict(t *testing.T) {
 	ensurePriorityClasses(t, ctx)
 	node := nodes(t, ctx, 1)[0]
 
-	place(t, ctx, pinned(ls.ESPod(ns, "es", "es-data-low", "data"), node, prioLow, ""))
-	got, victims := waitPreempted(t, ctx, pinned(ls.ESPod(ns, "es", "es-data-high", "data"), node, prioHigh, ""))
+	place(t, ctx, pinned(fixture.MakePod().Namespace(ns).Name("es-data-low").Elasticsearch("es", "data"), node, prioLow, ""))
+	got, victims := waitPreempted(t, ctx, pinned(fixture.MakePod().Namespace(ns).Name("es-data-high").Elasticsearch("es", "data"), node, prioHigh, ""))
 	if got != node || len(victims) != 1 || victims[0] != "es-data-low" {
 		t.Errorf("es-data-high on %s with victims %v, want %s with victim es-data-low", got, victims, node)
 	}
@@ -238,15 +240,15 @@ func TestPreemptionSparesProtectedMaster(t *testing.T) {
 			ensurePriorityClasses(t, ctx)
 			node := nodes(t, ctx, 1)[0]
 
-			place(t, ctx, pinned(ls.RedisPod(ns, "cache", "cache-0-master", "master", "0"), node, prioLow, tt.masterCPU))
+			place(t, ctx, pinned(fixture.MakePod().Namespace(ns).Name("cache-0-master").Redis("cache", "master", "0"), node, prioLow, tt.masterCPU))
 			if tt.filler {
-				place(t, ctx, pinned(ls.PlainPod(ns, "big-low"), node, prioLow, bigCPU))
+				place(t, ctx, pinned(fixture.MakePod().Namespace(ns).Name("big-low"), node, prioLow, bigCPU))
 			}
 			before := podsLeft(t, ctx, ns)
 
 			// The node is full, so the built-in filters reject it before
 			// regosched's filter is asked; only the preempt verb decides.
-			waitNotPreempted(t, ctx, pinned(ls.RedisPod(ns, "cache", "cache-1-master", "master", "1"), node, prioHigh, bigCPU))
+			waitNotPreempted(t, ctx, pinned(fixture.MakePod().Namespace(ns).Name("cache-1-master").Redis("cache", "master", "1"), node, prioHigh, bigCPU))
 			if after := podsLeft(t, ctx, ns); len(after) != len(before)+1 {
 				t.Errorf("pods before %v, after %v", before, after)
 			}
@@ -266,10 +268,10 @@ func TestPreemptionSparesHigherPriorityPeer(t *testing.T) {
 	ensurePriorityClasses(t, ctx)
 	node := nodes(t, ctx, 1)[0]
 
-	place(t, ctx, pinned(ls.ESPod(ns, "es", "es-data-high", "data"), node, prioHigh, ""))
-	place(t, ctx, pinned(ls.PlainPod(ns, "big-zero"), node, "", bigCPU))
+	place(t, ctx, pinned(fixture.MakePod().Namespace(ns).Name("es-data-high").Elasticsearch("es", "data"), node, prioHigh, ""))
+	place(t, ctx, pinned(fixture.MakePod().Namespace(ns).Name("big-zero"), node, "", bigCPU))
 	// The node is full, so the built-in filters reject it before
 	// regosched's filter is asked: the preempt verb drops the node.
-	waitNotPreempted(t, ctx, pinned(ls.ESPod(ns, "es", "es-data-low", "data"), node, prioLow, bigCPU))
+	waitNotPreempted(t, ctx, pinned(fixture.MakePod().Namespace(ns).Name("es-data-low").Elasticsearch("es", "data"), node, prioLow, bigCPU))
 	noViolations(t, ctx, ns)
 }

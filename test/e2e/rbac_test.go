@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/regosched/regosched/test/deploytest"
-	"github.com/regosched/regosched/test/localstack"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // policyEffectiveTimeout bounds the wait for a new ValidatingAdmissionPolicy
@@ -365,9 +365,7 @@ func applyRBAC(t *testing.T, ctx context.Context, rendered []byte) {
 // nobody runs), labelled app=rbac.
 func unscheduledPod(t *testing.T, ctx context.Context, c kubernetes.Interface, ns, name string) *corev1.Pod {
 	t.Helper()
-	p := localstack.PlainPod(ns, name)
-	p.Labels = map[string]string{"app": "rbac"}
-	p.Spec.SchedulerName = "rbac-test-nobody"
+	p := fixture.MakePod().Namespace(ns).Name(name).Label("app", "rbac").Schedulable().SchedulerName("rbac-test-nobody").Obj()
 	created, err := c.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -13,27 +13,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/regosched/regosched/test/fixture"
 	"github.com/regosched/regosched/test/localredis/fakeredis"
 	ls "github.com/regosched/regosched/test/localstack"
 )
-
-// bitnamiRedisPod is a pod of Bitnami's redis chart (release instance)
-// whose container port named redis is a listener on 127.0.0.1:port.
-func bitnamiRedisPod(ns, name, instance string, port int) *corev1.Pod {
-	p := ls.PlainPod(ns, name)
-	p.Labels = map[string]string{
-		"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": instance,
-		"app.kubernetes.io/component": "replica", "statefulset.kubernetes.io/pod-name": name,
-	}
-	yes := true
-	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: instance + "-redis-replicas", UID: ls.BitnamiStatefulSetUID, Controller: &yes}}
-	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "redis", ContainerPort: int32(port)}}
-	return p
-}
 
 // A tenant's pod whose Redis answers INFO with a header claiming 1 TiB and
 // ROLE with 2^32 elements: the real binary stays up, counts a protocol
@@ -47,8 +33,10 @@ func TestHostileRedisPodSurvived(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(hostile.Close)
-	pod := bitnamiRedisPod(ns, "evil-redis-replicas-0", "evil", hostile.Port())
-	pod.Labels[labelRole] = "replica"
+	// A replica of Bitnami's redis chart (release evil), whose container
+	// port named redis is the hostile listener.
+	pod := fixture.MakePod().Namespace(ns).Name("evil-redis-replicas-0").Redis("evil", "replica", "").StatefulSetPodName().Label(labelRole, "replica").
+		Schedulable().StatefulSet("evil-redis-replicas", ls.BitnamiStatefulSetUID).ContainerPort("redis", int32(hostile.Port())).Obj()
 	bind(t, ctx, pod, n[0])
 
 	const sample = `regosched_redis_role_errors_total{reason="protocol"}`
@@ -110,8 +98,12 @@ func TestSharedRedisPasswordOnlyToListedNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(recorder.Close)
-	bind(t, ctx, bitnamiRedisPod(listed, "cache-redis-replicas-0", "cache", good.Port()), n[0])
-	bind(t, ctx, bitnamiRedisPod(evil, "evil-redis-replicas-0", "evil", recorder.Port()), n[1])
+	// Replicas of Bitnami's redis chart, whose container port named redis
+	// is a listener on 127.0.0.1.
+	bind(t, ctx, fixture.MakePod().Namespace(listed).Name("cache-redis-replicas-0").Redis("cache", "replica", "").StatefulSetPodName().
+		Schedulable().StatefulSet("cache-redis-replicas", ls.BitnamiStatefulSetUID).ContainerPort("redis", int32(good.Port())).Obj(), n[0])
+	bind(t, ctx, fixture.MakePod().Namespace(evil).Name("evil-redis-replicas-0").Redis("evil", "replica", "").StatefulSetPodName().
+		Schedulable().StatefulSet("evil-redis-replicas", ls.BitnamiStatefulSetUID).ContainerPort("redis", int32(recorder.Port())).Obj(), n[1])
 
 	// Both are asked and labelled: the listed one with the password, the
 	// other without.

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/regosched/regosched/test/fixture"
 	"github.com/regosched/regosched/test/localredis"
 	ls "github.com/regosched/regosched/test/localstack"
 )
@@ -31,12 +32,6 @@ const (
 	// (see main_test.go); the rest is margin for a busy machine.
 	roleWait = 20 * time.Second
 )
-
-// bitnamiClusterPod is a pod of Bitnami's redis-cluster chart (release
-// "sessions") whose Redis listens on 127.0.0.1:port.
-func bitnamiClusterPod(ns, name string, port int) *corev1.Pod {
-	return ls.BitnamiClusterPod(ns, name, port)
-}
 
 // running reports pod as running at 127.0.0.1, as a kubelet would.
 func running(t *testing.T, ctx context.Context, ns, name string) {
@@ -133,7 +128,7 @@ func placeSessions(t *testing.T, ctx context.Context, ns string, cluster *localr
 	s.nodeOf = map[int]string{a: n[0], s.replicaOf[b]: n[0], b: n[1], s.replicaOf[a]: n[2], c: n[3], s.replicaOf[c]: n[4]}
 	sameShard := map[string]string{}
 	for port, node := range s.nodeOf {
-		bind(t, ctx, bitnamiClusterPod(ns, s.name(port), port), node)
+		bind(t, ctx, ls.BitnamiClusterPod(ns, s.name(port), port).Obj(), node)
 		s.want[s.name(port)] = "master"
 	}
 	for m, r := range s.replicaOf {
@@ -214,7 +209,7 @@ func TestRedisRolesFollowARealCluster(t *testing.T) {
 		// could take neither).
 		replica := name(replicaOf[c])
 		deletePod(t, ctx, ns, replica)
-		pod := ls.OnNodes(bitnamiClusterPod(ns, replica, replicaOf[c]), placement[c], placement[replicaOf[a]])
+		pod := ls.BitnamiClusterPod(ns, replica, replicaOf[c]).OnNodes(placement[c], placement[replicaOf[a]]).Obj()
 		got := place(t, ctx, pod)
 		if got != placement[replicaOf[a]] {
 			t.Errorf("recreated replica bound to %s, want %s (its master is on %s)", got, placement[replicaOf[a]], placement[c])
@@ -235,20 +230,17 @@ func TestSentinelIsMasterPods(t *testing.T) {
 	const ns = "e2e-sentinel"
 	ctx := setup(t, ns)
 	n := nodes(t, ctx, 2)
-	pod := func(name, isMaster string) *corev1.Pod {
-		p := ls.PlainPod(ns, name)
-		p.Labels = map[string]string{
-			"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache", "app.kubernetes.io/component": "node",
-			"statefulset.kubernetes.io/pod-name": name, "isMaster": isMaster,
-		}
-		return p
-	}
-	place(t, ctx, ls.OnNodes(pod("cache-node-0", "true"), n[0]))
-	if got := place(t, ctx, ls.OnNodes(pod("cache-node-1", "false"), n...)); got != n[1] {
+	sentinel := map[string]string{"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache", "app.kubernetes.io/component": "node"}
+	place(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-node-0").Labels(sentinel).StatefulSetPodName().Label("isMaster", "true").
+		Schedulable().OnNodes(n[0]).Obj())
+	replica := fixture.MakePod().Namespace(ns).Name("cache-node-1").Labels(sentinel).StatefulSetPodName().Label("isMaster", "false").
+		Schedulable().OnNodes(n...).Obj()
+	if got := place(t, ctx, replica); got != n[1] {
 		t.Errorf("the replica went to %s, want %s, away from its master", got, n[1])
 	}
 	deletePod(t, ctx, ns, "cache-node-1")
-	reason := refuse(t, ctx, ls.OnNodes(pod("cache-node-2", "true"), n[0]))
+	reason := refuse(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-node-2").Labels(sentinel).StatefulSetPodName().Label("isMaster", "true").
+		Schedulable().OnNodes(n[0]).Obj())
 	if !strings.Contains(reason, "cache-node-0") {
 		t.Errorf("FailedScheduling %q does not name the master already there", reason)
 	}
@@ -260,17 +252,13 @@ func TestECKHotTierDataPodsApart(t *testing.T) {
 	const ns = "e2e-eck-tiers"
 	ctx := setup(t, ns)
 	n := nodes(t, ctx, 2)
-	pod := func(name string) *corev1.Pod {
-		p := ls.PlainPod(ns, name)
-		p.Labels = map[string]string{
-			"elasticsearch.k8s.elastic.co/cluster-name": "logs", "elasticsearch.k8s.elastic.co/node-data": "false",
-			"elasticsearch.k8s.elastic.co/node-data_hot": "true", "elasticsearch.k8s.elastic.co/node-master": "false",
-			"elasticsearch.k8s.elastic.co/statefulset-name": "logs-es-hot",
-		}
-		return p
+	hot := map[string]string{
+		"elasticsearch.k8s.elastic.co/cluster-name": "logs", "elasticsearch.k8s.elastic.co/node-data": "false",
+		"elasticsearch.k8s.elastic.co/node-data_hot": "true", "elasticsearch.k8s.elastic.co/node-master": "false",
+		"elasticsearch.k8s.elastic.co/statefulset-name": "logs-es-hot",
 	}
-	place(t, ctx, ls.OnNodes(pod("logs-es-hot-0"), n[0]))
-	if got := place(t, ctx, ls.OnNodes(pod("logs-es-hot-1"), n...)); got != n[1] {
+	place(t, ctx, fixture.MakePod().Namespace(ns).Name("logs-es-hot-0").Labels(hot).Schedulable().OnNodes(n[0]).Obj())
+	if got := place(t, ctx, fixture.MakePod().Namespace(ns).Name("logs-es-hot-1").Labels(hot).Schedulable().OnNodes(n...).Obj()); got != n[1] {
 		t.Errorf("the second hot data pod went to %s, want %s", got, n[1])
 	}
 }

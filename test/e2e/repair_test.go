@@ -20,8 +20,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/regosched/regosched/test/fixture"
 	"github.com/regosched/regosched/test/localredis"
 	"github.com/regosched/regosched/test/localstack"
+	ls "github.com/regosched/regosched/test/localstack"
 )
 
 const (
@@ -483,22 +485,18 @@ func TestRepairEvictsTheReplicaBesideItsMaster(t *testing.T) {
 	if err := data.Set(ctx, "order:1", "paid", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	pod := func(name string, port int) *corev1.Pod {
-		p := bitnamiClusterPod(ns, name, port)
-		p.Labels = map[string]string{
-			"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache",
-			"app.kubernetes.io/component": "node", "statefulset.kubernetes.io/pod-name": name,
-		}
-		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "redis", ContainerPort: int32(port)}}
-		return p
-	}
+	// Pods of Bitnami's redis chart in sentinel mode, whose Redis listens
+	// on 127.0.0.1 at the port named redis.
+	sentinel := map[string]string{"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache", "app.kubernetes.io/component": "node"}
 	// Names of this run only: Events, and roles remembered by name, would
 	// outlive it into a run with -count.
 	run := "repair-evict-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	masterPod, replicaPod := run+"-0", run+"-1"
 	// Both on one node: placed before a rule existed, say.
-	bind(t, ctx, pod(masterPod, masterPort), n[0])
-	bind(t, ctx, pod(replicaPod, replicaPort), n[0])
+	for name, port := range map[string]int{masterPod: masterPort, replicaPod: replicaPort} {
+		bind(t, ctx, fixture.MakePod().Namespace(ns).Name(name).Labels(sentinel).StatefulSetPodName().Schedulable().
+			StatefulSet("sessions-redis-cluster", ls.BitnamiStatefulSetUID).ContainerPort("redis", int32(port)).Obj(), n[0])
+	}
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, roleWait, true, func(ctx context.Context) (bool, error) {
 		got, err := roleLabels(ctx, ns)
 		return err == nil && got[masterPod] == "master/" && got[replicaPod] == "replica/", nil

@@ -112,7 +112,7 @@ func placeShadowScenario(t *testing.T, ctx context.Context, ns string, nodes []s
 	t.Helper()
 	placed := map[string]string{}
 	for _, s := range ls.ShadowScenario() {
-		placed[s.Name] = place(t, ctx, ls.OnNodes(s.Pod(ns), nodes...))
+		placed[s.Name] = place(t, ctx, s.Pod(ns).OnNodes(nodes...).Obj())
 	}
 	return placed
 }

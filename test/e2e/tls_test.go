@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regosched/regosched/test/fixture"
 	ls "github.com/regosched/regosched/test/localstack"
 )
 
@@ -32,12 +33,12 @@ func TestMutualTLSScheduling(t *testing.T) {
 
 	// Two Redis masters of one cluster on two nodes: one per node; a third
 	// has no node left.
-	m0 := place(t, ctx, ls.OnNodes(ls.RedisPod(ns, "cache", "cache-0-master", "master", "0"), two...))
-	m1 := place(t, ctx, ls.OnNodes(ls.RedisPod(ns, "cache", "cache-1-master", "master", "1"), two...))
+	m0 := place(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-0-master").Redis("cache", "master", "0").Schedulable().OnNodes(two...).Obj())
+	m1 := place(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-1-master").Redis("cache", "master", "1").Schedulable().OnNodes(two...).Obj())
 	if m0 == m1 {
 		t.Errorf("both masters on %s", m0)
 	}
-	reason := refuse(t, ctx, ls.OnNodes(ls.RedisPod(ns, "cache", "cache-2-master", "master", "2"), two...))
+	reason := refuse(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-2-master").Redis("cache", "master", "2").Schedulable().OnNodes(two...).Obj())
 	if want := "redis: master " + ns + "/cache-"; !strings.Contains(reason, want) {
 		t.Errorf("FailedScheduling message %q does not contain %q", reason, want)
 	}
@@ -46,13 +47,13 @@ func TestMutualTLSScheduling(t *testing.T) {
 	used := map[string]string{}
 	for i := range 2 {
 		name := fmt.Sprintf("es-data-%d", i)
-		n := place(t, ctx, ls.OnNodes(ls.ESPod(ns, "es", name, "data"), two...))
+		n := place(t, ctx, fixture.MakePod().Namespace(ns).Name(name).Elasticsearch("es", "data").Schedulable().OnNodes(two...).Obj())
 		if prev, ok := used[n]; ok {
 			t.Errorf("%s and %s both on %s", prev, name, n)
 		}
 		used[n] = name
 	}
-	reason = refuse(t, ctx, ls.OnNodes(ls.ESPod(ns, "es", "es-data-2", "data"), two...))
+	reason = refuse(t, ctx, fixture.MakePod().Namespace(ns).Name("es-data-2").Elasticsearch("es", "data").Schedulable().OnNodes(two...).Obj())
 	for _, want := range []string{"elasticsearch: data " + ns + "/es-data-", "of cluster es already on this node"} {
 		if !strings.Contains(reason, want) {
 			t.Errorf("FailedScheduling message %q does not contain %q", reason, want)
@@ -92,7 +93,7 @@ func TestMutualTLSScheduling(t *testing.T) {
 	}
 
 	// The scheduler still works after the refused client.
-	place(t, ctx, ls.OnNodes(ls.RedisPod(ns, "cache", "cache-0-replica", "replica", "0"), two...))
+	place(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-0-replica").Redis("cache", "replica", "0").Schedulable().OnNodes(two...).Obj())
 	noViolations(t, ctx, ns)
 }
 

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // testLogger sends logrus output to t.Log, so it shows next to the failure.
@@ -101,17 +103,14 @@ profiles:
 		t.Fatalf("StartScheduler() error = %v", err)
 	}
 
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "pause"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name:  "pause",
-			Image: "registry.k8s.io/pause:3.10",
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceCPU:    resource.MustParse("100m"),
-				corev1.ResourceMemory: resource.MustParse("64Mi"),
-			}},
-		}}},
-	}
+	pod := fixture.MakePod().Name("pause").UID("").Container(corev1.Container{
+		Name:  "pause",
+		Image: fixture.PauseImage,
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("100m"),
+			corev1.ResourceMemory: resource.MustParse("64Mi"),
+		}},
+	}).Obj()
 	if _, err := client.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating pod: %v", err)
 	}

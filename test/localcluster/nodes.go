@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // Labels set on every fake node.
@@ -66,12 +68,7 @@ func (c *Cluster) CreateNodes(ctx context.Context, names, zones []string) error 
 // would: status is a subresource, so the create call drops it.
 func (c *Cluster) createNode(ctx context.Context, name, zone string) error {
 	nodes := c.client.CoreV1().Nodes()
-	node, err := nodes.Create(ctx, &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:   name,
-			Labels: map[string]string{LabelHostname: name, LabelZone: zone},
-		},
-	}, metav1.CreateOptions{})
+	node, err := nodes.Create(ctx, fixture.MakeNode().Name(name).UID("").Hostname().Zone(zone).Obj(), metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("creating node %s: %w", name, err)
 	}

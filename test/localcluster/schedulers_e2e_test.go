@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // acquiredLine is what client-go's leader election logs (at any -v) when
@@ -66,10 +68,7 @@ func TestSchedulerGroupFailover(t *testing.T) {
 		t.Errorf("%s holds the Lease, but its log does not say %q", next.Manager, acquiredLine)
 	}
 
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "after-failover"},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10"}}},
-	}
+	pod := fixture.MakePod().Name("after-failover").UID("").Container(corev1.Container{Name: "pause", Image: fixture.PauseImage}).Obj()
 	pods := c.Client().CoreV1().Pods(metav1.NamespaceDefault)
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

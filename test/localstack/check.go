@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/regosched/regosched/test/fixture"
 	"github.com/regosched/regosched/test/localcluster"
 )
 
@@ -40,10 +41,10 @@ func Violations(pods []corev1.Pod) []string {
 	byNode := map[slot][]*corev1.Pod{}
 	for i := range pods {
 		p := &pods[i]
-		if !occupiesNode(p) || p.Labels[LabelInstance] == "" {
+		if !occupiesNode(p) || p.Labels[fixture.LabelInstance] == "" {
 			continue
 		}
-		k := slot{p.Spec.NodeName, p.Namespace, p.Labels[LabelInstance]}
+		k := slot{p.Spec.NodeName, p.Namespace, p.Labels[fixture.LabelInstance]}
 		byNode[k] = append(byNode[k], p)
 	}
 	var out []string
@@ -64,8 +65,8 @@ func Violations(pods []corev1.Pod) []string {
 // conflict names the rule that a and b, pods of the same cluster on the same
 // node, break, or returns "".
 func conflict(a, b *corev1.Pod) string {
-	app := a.Labels[LabelName]
-	if app != b.Labels[LabelName] {
+	app := a.Labels[fixture.LabelName]
+	if app != b.Labels[fixture.LabelName] {
 		return ""
 	}
 	ra, rb := role(a.Labels), role(b.Labels)
@@ -75,7 +76,7 @@ func conflict(a, b *corev1.Pod) string {
 			return "two redis masters of a cluster"
 		}
 		if (ra == "master" && rb == "replica" || ra == "replica" && rb == "master") &&
-			a.Labels[LabelShard] == b.Labels[LabelShard] {
+			a.Labels[fixture.LabelShard] == b.Labels[fixture.LabelShard] {
 			return "redis master and replica of a shard"
 		}
 	case "elasticsearch":
@@ -89,8 +90,8 @@ func conflict(a, b *corev1.Pod) string {
 // role is a pod's app.kubernetes.io/component, with Redis's old "slave"
 // read as replica.
 func role(labels map[string]string) string {
-	r := labels[LabelComponent]
-	if r == "slave" && labels[LabelName] == "redis" {
+	r := labels[fixture.LabelComponent]
+	if r == "slave" && labels[fixture.LabelName] == "redis" {
 		return "replica"
 	}
 	return r
@@ -100,15 +101,15 @@ func role(labels map[string]string) string {
 // "redis cache master, shard 0" or "elasticsearch logs data"; "plain pod"
 // for a pod that no rule concerns.
 func Describe(labels map[string]string) string {
-	app, cluster := labels[LabelName], labels[LabelInstance]
+	app, cluster := labels[fixture.LabelName], labels[fixture.LabelInstance]
 	if cluster == "" || (app != "redis" && app != "elasticsearch") {
 		return "plain pod"
 	}
 	d := app + " " + cluster
-	if r := labels[LabelComponent]; r != "" {
+	if r := labels[fixture.LabelComponent]; r != "" {
 		d += " " + r
 	}
-	if sh := labels[LabelShard]; app == "redis" && sh != "" {
+	if sh := labels[fixture.LabelShard]; app == "redis" && sh != "" {
 		d += ", shard " + sh
 	}
 	return d

@@ -5,13 +5,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-)
 
-// on binds p to node and returns it by value, for Violations' input.
-func on(p *corev1.Pod, node string) corev1.Pod {
-	p.Spec.NodeName = node
-	return *p
-}
+	"github.com/regosched/regosched/test/fixture"
+)
 
 func TestViolations(t *testing.T) {
 	tests := []struct {
@@ -22,32 +18,32 @@ func TestViolations(t *testing.T) {
 		{
 			name: "redis masters of a cluster share a node",
 			pods: []corev1.Pod{
-				on(RedisPod("a", "cache", "m0", "master", "0"), "n1"),
-				on(RedisPod("a", "cache", "m1", "master", "1"), "n1"),
+				*fixture.MakePod().Namespace("a").Name("m0").Redis("cache", "master", "0").Node("n1").Obj(),
+				*fixture.MakePod().Namespace("a").Name("m1").Redis("cache", "master", "1").Node("n1").Obj(),
 			},
 			want: []string{"node n1: a/m0 and a/m1 (two redis masters of a cluster)"},
 		},
 		{
 			name: "master and replica of a shard share a node",
 			pods: []corev1.Pod{
-				on(RedisPod("a", "cache", "m0", "master", "0"), "n1"),
-				on(RedisPod("a", "cache", "r0", "replica", "0"), "n1"),
+				*fixture.MakePod().Namespace("a").Name("m0").Redis("cache", "master", "0").Node("n1").Obj(),
+				*fixture.MakePod().Namespace("a").Name("r0").Redis("cache", "replica", "0").Node("n1").Obj(),
 			},
 			want: []string{"node n1: a/m0 and a/r0 (redis master and replica of a shard)"},
 		},
 		{
 			name: "slave is a replica",
 			pods: []corev1.Pod{
-				on(RedisPod("a", "cache", "s0", "slave", "0"), "n1"),
-				on(RedisPod("a", "cache", "m0", "master", "0"), "n1"),
+				*fixture.MakePod().Namespace("a").Name("s0").Redis("cache", "slave", "0").Node("n1").Obj(),
+				*fixture.MakePod().Namespace("a").Name("m0").Redis("cache", "master", "0").Node("n1").Obj(),
 			},
 			want: []string{"node n1: a/s0 and a/m0 (redis master and replica of a shard)"},
 		},
 		{
 			name: "elasticsearch data pods of a cluster share a node",
 			pods: []corev1.Pod{
-				on(ESPod("a", "es", "d0", "data"), "n1"),
-				on(ESPod("a", "es", "d1", "data"), "n1"),
+				*fixture.MakePod().Namespace("a").Name("d0").Elasticsearch("es", "data").Node("n1").Obj(),
+				*fixture.MakePod().Namespace("a").Name("d1").Elasticsearch("es", "data").Node("n1").Obj(),
 			},
 			want: []string{"node n1: a/d0 and a/d1 (two elasticsearch data pods of a cluster)"},
 		},
@@ -55,38 +51,34 @@ func TestViolations(t *testing.T) {
 			name: "allowed neighbours",
 			pods: []corev1.Pod{
 				// Master and replica of different shards.
-				on(RedisPod("a", "cache", "m0", "master", "0"), "n1"),
-				on(RedisPod("a", "cache", "r1", "replica", "1"), "n1"),
+				*fixture.MakePod().Namespace("a").Name("m0").Redis("cache", "master", "0").Node("n1").Obj(),
+				*fixture.MakePod().Namespace("a").Name("r1").Redis("cache", "replica", "1").Node("n1").Obj(),
 				// Replicas of a shard.
-				on(RedisPod("a", "cache", "r0", "replica", "0"), "n2"),
-				on(RedisPod("a", "cache", "r0b", "replica", "0"), "n2"),
+				*fixture.MakePod().Namespace("a").Name("r0").Redis("cache", "replica", "0").Node("n2").Obj(),
+				*fixture.MakePod().Namespace("a").Name("r0b").Redis("cache", "replica", "0").Node("n2").Obj(),
 				// Same cluster name in another namespace.
-				on(RedisPod("b", "cache", "m0", "master", "0"), "n1"),
+				*fixture.MakePod().Namespace("b").Name("m0").Redis("cache", "master", "0").Node("n1").Obj(),
 				// Another cluster in the same namespace.
-				on(RedisPod("a", "other", "m0", "master", "0"), "n1"),
+				*fixture.MakePod().Namespace("a").Name("m0").Redis("other", "master", "0").Node("n1").Obj(),
 				// Elasticsearch non-data roles, and a data pod next to them.
-				on(ESPod("a", "es", "m0", "master"), "n3"),
-				on(ESPod("a", "es", "m1", "master"), "n3"),
-				on(ESPod("a", "es", "d0", "data"), "n3"),
+				*fixture.MakePod().Namespace("a").Name("m0").Elasticsearch("es", "master").Node("n3").Obj(),
+				*fixture.MakePod().Namespace("a").Name("m1").Elasticsearch("es", "master").Node("n3").Obj(),
+				*fixture.MakePod().Namespace("a").Name("d0").Elasticsearch("es", "data").Node("n3").Obj(),
 				// Same instance label, different applications.
-				on(ESPod("a", "cache", "d0x", "data"), "n1"),
+				*fixture.MakePod().Namespace("a").Name("d0x").Elasticsearch("cache", "data").Node("n1").Obj(),
 				// Plain pods.
-				on(PlainPod("a", "p0"), "n1"),
-				on(PlainPod("a", "p1"), "n1"),
+				*fixture.MakePod().Namespace("a").Name("p0").Node("n1").Obj(),
+				*fixture.MakePod().Namespace("a").Name("p1").Node("n1").Obj(),
 			},
 		},
 		{
 			name: "pending and finished pods do not count",
-			pods: func() []corev1.Pod {
-				done := on(ESPod("a", "es", "d0", "data"), "n1")
-				done.Status.Phase = corev1.PodSucceeded
-				return []corev1.Pod{
-					done,
-					on(ESPod("a", "es", "d1", "data"), "n1"),
-					*ESPod("a", "es", "d2", "data"),
-					*ESPod("a", "es", "d3", "data"),
-				}
-			}(),
+			pods: []corev1.Pod{
+				*fixture.MakePod().Namespace("a").Name("d0").Elasticsearch("es", "data").Node("n1").Phase(corev1.PodSucceeded).Obj(),
+				*fixture.MakePod().Namespace("a").Name("d1").Elasticsearch("es", "data").Node("n1").Obj(),
+				*fixture.MakePod().Namespace("a").Name("d2").Elasticsearch("es", "data").Obj(),
+				*fixture.MakePod().Namespace("a").Name("d3").Elasticsearch("es", "data").Obj(),
+			},
 		},
 	}
 	for _, tt := range tests {
@@ -103,9 +95,9 @@ func TestDescribe(t *testing.T) {
 		pod  *corev1.Pod
 		want string
 	}{
-		{RedisPod("shop", "cache", "x", "master", "0"), "redis cache master, shard 0"},
-		{ESPod("shop", "logs", "x", "data"), "elasticsearch logs data"},
-		{PlainPod("shop", "x"), "plain pod"},
+		{fixture.MakePod().Namespace("shop").Name("x").Redis("cache", "master", "0").Obj(), "redis cache master, shard 0"},
+		{fixture.MakePod().Namespace("shop").Name("x").Elasticsearch("logs", "data").Obj(), "elasticsearch logs data"},
+		{fixture.MakePod().Namespace("shop").Name("x").Obj(), "plain pod"},
 		{&corev1.Pod{}, "plain pod"},
 	}
 	for _, tt := range tests {
@@ -121,11 +113,11 @@ func TestDefaultGrouped(t *testing.T) {
 		labels map[string]string
 		want   bool
 	}{
-		{"redis", RedisPod("a", "c", "x", "master", "0").Labels, true},
-		{"elasticsearch master role", ESPod("a", "c", "x", "master").Labels, true},
-		{"no cluster", map[string]string{LabelName: "redis"}, false},
-		{"other app", map[string]string{LabelName: "web", LabelInstance: "c"}, false},
-		{"eck", map[string]string{LabelECKCluster: "c"}, true},
+		{"redis", fixture.MakePod().Namespace("a").Name("x").Redis("c", "master", "0").Obj().Labels, true},
+		{"elasticsearch master role", fixture.MakePod().Namespace("a").Name("x").Elasticsearch("c", "master").Obj().Labels, true},
+		{"no cluster", map[string]string{fixture.LabelName: "redis"}, false},
+		{"other app", map[string]string{fixture.LabelName: "web", fixture.LabelInstance: "c"}, false},
+		{"eck", map[string]string{fixture.LabelECKCluster: "c"}, true},
 		{"none", nil, false},
 	}
 	for _, tt := range tests {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/regosched/regosched/test/fixture"
 	"github.com/regosched/regosched/test/localcluster"
 )
 
@@ -61,22 +62,22 @@ func FailoverPods(ns string, nodes []string, redis, es, plain int) []*corev1.Pod
 			for sh := range FailoverShards {
 				shard := fmt.Sprint(sh)
 				pods = append(pods,
-					RedisPod(ns, cluster, fmt.Sprintf("%s-%d-master", cluster, sh), "master", shard),
-					RedisPod(ns, cluster, fmt.Sprintf("%s-%d-replica", cluster, sh), "replica", shard))
+					fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("%s-%d-master", cluster, sh)).Redis(cluster, "master", shard).
+						Schedulable().OnNodes(nodes...).Obj(),
+					fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("%s-%d-replica", cluster, sh)).Redis(cluster, "replica", shard).
+						Schedulable().OnNodes(nodes...).Obj())
 			}
 		}
 		if c < es {
 			cluster := fmt.Sprintf("logs-%d", c)
 			for i := range FailoverDataPods {
-				pods = append(pods, ESPod(ns, cluster, fmt.Sprintf("%s-data-%d", cluster, i), "data"))
+				pods = append(pods, fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("%s-data-%d", cluster, i)).Elasticsearch(cluster, "data").
+					Schedulable().OnNodes(nodes...).Obj())
 			}
 		}
 		if c < plain {
-			pods = append(pods, PlainPod(ns, fmt.Sprintf("plain-%d", c)))
+			pods = append(pods, fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("plain-%d", c)).Schedulable().OnNodes(nodes...).Obj())
 		}
-	}
-	for _, p := range pods {
-		OnNodes(p, nodes...)
 	}
 	return pods
 }

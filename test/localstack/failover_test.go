@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/regosched/regosched/test/fixture"
 )
 
 func TestFailoverPods(t *testing.T) {
@@ -38,8 +40,8 @@ func TestFailoverPods(t *testing.T) {
 			names := map[string]bool{}
 			var first []string
 			for _, p := range pods {
-				kind := p.Labels[LabelName] + " " + p.Labels[LabelComponent]
-				if p.Labels[LabelName] == "" {
+				kind := p.Labels[fixture.LabelName] + " " + p.Labels[fixture.LabelComponent]
+				if p.Labels[fixture.LabelName] == "" {
 					kind = "plain pod"
 				}
 				got[kind]++

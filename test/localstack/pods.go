@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,23 +25,12 @@ import (
 	"github.com/regosched/regosched/internal/core/bundles"
 	"github.com/regosched/regosched/internal/core/model"
 	"github.com/regosched/regosched/internal/core/policy"
-	"github.com/regosched/regosched/test/localcluster"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // SchedulerName is the profile of the deployed scheduler configuration;
-// every helper pod asks for it.
-const SchedulerName = "regosched"
-
-// Labels of the workloads the default policy knows.
-const (
-	LabelName      = "app.kubernetes.io/name"
-	LabelInstance  = "app.kubernetes.io/instance"
-	LabelComponent = "app.kubernetes.io/component"
-	LabelShard     = "regosched.io/shard"
-	// LabelECKCluster marks Elasticsearch pods run by the ECK operator,
-	// which the default policy also groups.
-	LabelECKCluster = "elasticsearch.k8s.elastic.co/cluster-name"
-)
+// the tests' pods (fixture's Schedulable) ask for it.
+const SchedulerName = fixture.SchedulerName
 
 // Timeouts of the waiting helpers. A pod is usually placed or refused in
 // well under a second; the margin is for a busy machine.
@@ -51,19 +39,6 @@ const (
 	cacheTimeout    = 30 * time.Second
 	pollInterval    = 50 * time.Millisecond
 )
-
-// RedisPod is a Redis pod of cluster (app.kubernetes.io/instance) with role
-// master or replica (app.kubernetes.io/component) of shard.
-func RedisPod(ns, cluster, name, role, shard string) *corev1.Pod {
-	p := PlainPod(ns, name)
-	p.Labels = map[string]string{
-		LabelName:      "redis",
-		LabelInstance:  cluster,
-		LabelComponent: role,
-		LabelShard:     shard,
-	}
-	return p
-}
 
 // CreateRunning creates pod (bound by its NodeName) and reports it running
 // at 127.0.0.1 (ReportRunning).
@@ -106,73 +81,11 @@ const BitnamiStatefulSetUID = types.UID("0b5a1c1e-5e55-4e5e-9e55-5e5510000001")
 // "sessions") as the chart labels it (testdata/presets/bitnami-redis-cluster.json),
 // whose Redis listens on 127.0.0.1:port: regosched finds the port by the
 // container port's name, and reads the role live.
-func BitnamiClusterPod(ns, name string, port int) *corev1.Pod {
-	p := PlainPod(ns, name)
-	p.Labels = map[string]string{
-		"app.kubernetes.io/instance":         "sessions",
-		"app.kubernetes.io/managed-by":       "Helm",
-		"app.kubernetes.io/name":             "redis-cluster",
-		"app.kubernetes.io/version":          "8.2.1",
-		"helm.sh/chart":                      "redis-cluster-13.0.5",
-		"statefulset.kubernetes.io/pod-name": name,
-	}
-	yes := true
-	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "sessions-redis-cluster",
-		UID: BitnamiStatefulSetUID, Controller: &yes}}
-	p.Spec.Containers[0].Ports = []corev1.ContainerPort{
-		{Name: "tcp-redis", ContainerPort: int32(port)},
-		{Name: "tcp-redis-bus", ContainerPort: int32(port + 10000)},
-	}
-	return p
-}
-
-// ESPod is an Elasticsearch pod of cluster with role (data, master, ...).
-func ESPod(ns, cluster, name, role string) *corev1.Pod {
-	p := PlainPod(ns, name)
-	p.Labels = map[string]string{
-		LabelName:      "elasticsearch",
-		LabelInstance:  cluster,
-		LabelComponent: role,
-	}
-	return p
-}
-
-// PlainPod is a pod no placement rule concerns: a pause container with small
-// requests, for the regosched scheduler. No kubelet runs, so the image is
-// never pulled.
-func PlainPod(ns, name string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: corev1.PodSpec{
-			SchedulerName: SchedulerName,
-			Containers: []corev1.Container{{
-				Name:  "pause",
-				Image: "registry.k8s.io/pause:3.10",
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-					corev1.ResourceCPU:    resource.MustParse("10m"),
-					corev1.ResourceMemory: resource.MustParse("16Mi"),
-				}},
-			}},
-		},
-	}
-}
-
-// OnNodes restricts p to the named nodes (required node affinity on the
-// hostname label) and returns it. Tests use it to leave the scheduler a
-// choice small enough that only regosched's answer decides the outcome.
-func OnNodes(p *corev1.Pod, nodes ...string) *corev1.Pod {
-	p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-			NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{
-					Key:      localcluster.LabelHostname,
-					Operator: corev1.NodeSelectorOpIn,
-					Values:   nodes,
-				}},
-			}},
-		},
-	}}
-	return p
+func BitnamiClusterPod(ns, name string, port int) *fixture.PodWrapper {
+	return fixture.MakePod().Namespace(ns).Name(name).Schedulable().
+		BitnamiRedisCluster("sessions").Label("app.kubernetes.io/version", "8.2.1").
+		StatefulSet("sessions-redis-cluster", BitnamiStatefulSetUID).
+		ContainerPort("tcp-redis", int32(port)).ContainerPort("tcp-redis-bus", int32(port+10000))
 }
 
 // DefaultGrouped reports whether the default policy groups a pod with these
@@ -433,8 +346,7 @@ func (s *Stack) Sync(ctx context.Context) error {
 	}
 	// A data pod of a cluster of its own constrains no other pod, and a
 	// preset node name skips the scheduler.
-	marker := ESPod(ns, "sync-marker", "marker", "data")
-	marker.Spec.NodeName = nodes[0]
+	marker := fixture.MakePod().Namespace(ns).Name("marker").Elasticsearch("sync-marker", "data").Schedulable().Node(nodes[0]).Obj()
 	if _, err := s.Client().CoreV1().Pods(ns).Create(ctx, marker, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("sync: creating marker pod: %w", err)
 	}

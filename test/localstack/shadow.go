@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // ShadowStep is one pod of the shadow rollout's scenario, placed once the
@@ -17,8 +17,11 @@ type ShadowStep struct {
 	Disagree int
 }
 
-// Pod is the step's Redis pod of cluster "cache" in ns.
-func (s ShadowStep) Pod(ns string) *corev1.Pod { return RedisPod(ns, "cache", s.Name, s.Role, s.Shard) }
+// Pod is the step's Redis pod of cluster "cache" in ns, for the regosched
+// scheduler.
+func (s ShadowStep) Pod(ns string) *fixture.PodWrapper {
+	return fixture.MakePod().Namespace(ns).Name(s.Name).Redis("cache", s.Role, s.Shard).Schedulable()
+}
 
 // ShadowScenario is the shadow rollout's scenario, the same for both
 // builds' end-to-end tests: one Redis cluster on two nodes, each pod placed

@@ -2,14 +2,15 @@
 // control plane (test/localcluster), the regosched extender built from
 // the working tree, and a kube-scheduler configured from
 // deploy/scheduler/kube-scheduler-config.yaml to call it. The end-to-end
-// tests and the demo share it, together with its workload helpers (pods of
-// the shapes the default policy knows) and an independent checker of the
-// placement rules.
+// tests and the demo share it, together with its workload helpers and an
+// independent checker of the placement rules; their pods are built by
+// test/fixture.
 //
 //	s, err := localstack.Start(ctx, localstack.Options{Nodes: 6, Log: log})
 //	...
 //	defer s.Stop()
-//	node, pending, reason, err := s.CreateAndWait(ctx, localstack.RedisPod("shop", "cache", "cache-0-master", "master", "0"))
+//	master := fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Schedulable()
+//	node, pending, reason, err := s.CreateAndWait(ctx, master.Obj())
 package localstack
 
 import (

@@ -18,6 +18,7 @@ import (
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/core/model"
 	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // form is one way to hand the loader a bundle: read reads it as the loader
@@ -107,19 +108,11 @@ type outcome struct {
 
 func decide(t *testing.T, p *policy.Policy) outcome {
 	t.Helper()
-	redis := func(name, role, shard, node string) *model.Pod {
-		pd := shopPod(name, map[string]string{
-			"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache",
-			"app.kubernetes.io/component": role, "regosched.io/shard": shard,
-		})
-		pd.Node = node
-		return pd
-	}
 	in := &policy.Input{
-		Pod: redis("cache-1-master", "master", "1", ""),
+		Pod: fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Model(),
 		Peers: []*model.Pod{
-			redis("cache-0-master", "master", "0", "node-1"),
-			redis("cache-0-replica", "replica", "0", "node-2"),
+			fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Node("node-1").Model(),
+			fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Node("node-2").Model(),
 		},
 		Nodes: map[string]map[string]string{
 			"node-1": {"topology.kubernetes.io/zone": "a"},
@@ -131,7 +124,7 @@ func decide(t *testing.T, p *policy.Policy) outcome {
 	if d.Keys, err = p.PeerKeys(context.Background(), in.Pod); err != nil {
 		t.Fatal(err)
 	}
-	if d.Conflicts, d.Penalties, err = p.Judge(context.Background(), in); err != nil {
+	if d.Conflicts, d.Penalties, err = p.Join(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -203,7 +196,7 @@ test_sees_its_own_rule if "from-a-test" in peer_keys with input as {"pod": {"lab
 `
 	const fails = "package regosched.broken_test\n\ntest_fails if false\n"
 	base := compileFS(t, minimal()).Revision()
-	web := shopPod("web-0", map[string]string{"app": "web"})
+	web := fixture.MakePod().Namespace("shop").Name("web-0").Label("app", "web").Model()
 	tests := []struct {
 		name     string
 		test     string
@@ -292,7 +285,9 @@ func TestLoadLocal(t *testing.T) {
 	dir := writeBundle(t, minimal())
 	broken := writeBundle(t, fstest.MapFS{"regosched/keys.rego": {Data: []byte("package regosched\npeer_keys contains k if {")}})
 	missing := filepath.Join(t.TempDir(), "missing")
-	valkey := shopPod("valkey-0", map[string]string{"app.kubernetes.io/name": "valkey", "app.kubernetes.io/instance": "cache", "app.kubernetes.io/component": "master"})
+	valkey := fixture.MakePod().Namespace("shop").Name("valkey-0").Labels(map[string]string{
+		"app.kubernetes.io/name": "valkey", "app.kubernetes.io/instance": "cache", "app.kubernetes.io/component": "master",
+	}).Model()
 	tests := []struct {
 		name    string
 		path    string

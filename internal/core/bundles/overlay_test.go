@@ -12,10 +12,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // valkeyWorkload is the default redis entry, matching app.kubernetes.io/name=valkey.
@@ -51,17 +51,17 @@ func writeOverlay(t *testing.T, dir string, v any) string {
 	return p
 }
 
-func shopPod(name string, labels map[string]string) *model.Pod {
-	return &model.Pod{Namespace: "shop", Name: name, UID: types.UID("uid-" + name), Labels: model.NewLabels(labels)}
-}
-
 // TestDataOverlay: --policy-data changes the default policy's settings
 // without a bundle: a workload added, a label scheme changed, a workload
 // removed; a misspelt or malformed overlay is refused like a broken bundle.
 func TestDataOverlay(t *testing.T) {
-	valkey := shopPod("valkey-0", map[string]string{"app.kubernetes.io/name": "valkey", "app.kubernetes.io/instance": "cache", "app.kubernetes.io/component": "master"})
-	redisByPartOf := shopPod("redis-0", map[string]string{"app.kubernetes.io/name": "redis", "app.kubernetes.io/part-of": "cache", "app.kubernetes.io/component": "master"})
-	redis := shopPod("redis-1", map[string]string{"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache", "app.kubernetes.io/component": "master"})
+	valkey := fixture.MakePod().Namespace("shop").Name("valkey-0").Labels(map[string]string{
+		"app.kubernetes.io/name": "valkey", "app.kubernetes.io/instance": "cache", "app.kubernetes.io/component": "master",
+	}).Model()
+	redisByPartOf := fixture.MakePod().Namespace("shop").Name("redis-0").Labels(map[string]string{
+		"app.kubernetes.io/name": "redis", "app.kubernetes.io/part-of": "cache", "app.kubernetes.io/component": "master",
+	}).Model()
+	redis := fixture.MakePod().Namespace("shop").Name("redis-1").Redis("cache", "master", "").Model()
 	tests := []struct {
 		name    string
 		overlay any
@@ -158,7 +158,9 @@ func TestWatcherReloadsTheDataOverlay(t *testing.T) {
 	go func() { w.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	valkey := shopPod("valkey-0", map[string]string{"app.kubernetes.io/name": "valkey", "app.kubernetes.io/instance": "cache", "app.kubernetes.io/component": "master"})
+	valkey := fixture.MakePod().Namespace("shop").Name("valkey-0").Labels(map[string]string{
+		"app.kubernetes.io/name": "valkey", "app.kubernetes.io/instance": "cache", "app.kubernetes.io/component": "master",
+	}).Model()
 	grouped := func() bool {
 		keys, _, err := active.Load().Describe(context.Background(), valkey)
 		return err == nil && len(keys) > 0

@@ -10,7 +10,7 @@ import (
 
 // Evaluate is the hard and soft rules' verdict for s, with the labels of
 // its peers' nodes read through nodeLabels: the one evaluation behind
-// Judge.Judge, and behind a policy judged beside the active one (the
+// the judge's phases, and behind a policy judged beside the active one (the
 // shadow rollout), which reads no placements of its own. A subject
 // without peers gets an empty verdict without evaluating anything.
 func Evaluate(ctx context.Context, s *Subject, nodeLabels func(node string) (map[string]string, bool)) (*Verdict, error) {
@@ -18,7 +18,7 @@ func Evaluate(ctx context.Context, s *Subject, nodeLabels func(node string) (map
 	if len(s.Peers) == 0 {
 		return v, nil
 	}
-	conflicts, penalties, err := s.Policy.Judge(ctx, policy.NewInput(s.Pod, s.Peers, nodeLabels))
+	conflicts, penalties, err := s.Policy.Join(ctx, policy.NewInput(s.Pod, s.Peers, nodeLabels))
 	if err != nil {
 		return nil, fmt.Errorf("judging pod %s: %w", s.Pod.Key(), err)
 	}

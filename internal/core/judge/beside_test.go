@@ -8,28 +8,24 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/regosched/regosched/internal/core/judge"
 	"github.com/regosched/regosched/internal/core/model"
 	"github.com/regosched/regosched/internal/core/policy"
 	"github.com/regosched/regosched/internal/core/policy/policytest"
+	"github.com/regosched/regosched/test/fixture"
 )
-
-func redis(name, role, shard, node string) *model.Pod {
-	return &model.Pod{Namespace: "shop", Name: name, UID: types.UID("uid-" + name), Node: node, Labels: model.NewLabels(map[string]string{
-		"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache",
-		"app.kubernetes.io/component": role, "regosched.io/shard": shard,
-	})}
-}
 
 // TestBesideAndEvaluate: a pod described under the active policy is
 // judged under another one by the same evaluation, among the peers the
 // active judgement found; what it was given is left as it was.
 func TestBesideAndEvaluate(t *testing.T) {
 	def, stricter := policytest.Default(t), policytest.Variant(t, policytest.KeepClusterApart)
-	peers := []*model.Pod{redis("m1", "master", "1", "node-2"), redis("r1", "replica", "1", "node-3")}
-	web := &model.Pod{Namespace: "shop", Name: "web", UID: "uid-web", Labels: model.NewLabels(map[string]string{"app": "web"})}
+	peers := []*model.Pod{
+		fixture.MakePod().Namespace("shop").Name("m1").Redis("cache", "master", "1").Node("node-2").Model(),
+		fixture.MakePod().Namespace("shop").Name("r1").Redis("cache", "replica", "1").Node("node-3").Model(),
+	}
+	web := fixture.MakePod().Namespace("shop").Name("web").Label("app", "web").Model()
 	tests := []struct {
 		name      string
 		pol       *policy.Policy
@@ -37,9 +33,9 @@ func TestBesideAndEvaluate(t *testing.T) {
 		wantPeers int
 		want      map[string]string // node: rules, "," joined
 	}{
-		{name: "the default keeps masters apart", pol: def, pod: redis("m0", "master", "0", ""), wantPeers: 2,
+		{name: "the default keeps masters apart", pol: def, pod: fixture.MakePod().Namespace("shop").Name("m0").Redis("cache", "master", "0").Model(), wantPeers: 2,
 			want: map[string]string{"node-2": "redis-masters"}},
-		{name: "the stricter one keeps the whole cluster apart", pol: stricter, pod: redis("m0", "master", "0", ""), wantPeers: 2,
+		{name: "the stricter one keeps the whole cluster apart", pol: stricter, pod: fixture.MakePod().Namespace("shop").Name("m0").Redis("cache", "master", "0").Model(), wantPeers: 2,
 			want: map[string]string{"node-2": "redis-all-apart,redis-masters", "node-3": "redis-all-apart"}},
 		{name: "a pod in no group of the policy has no peers", pol: stricter, pod: web, wantPeers: 0, want: map[string]string{}},
 	}
@@ -79,7 +75,8 @@ func TestBesideAndEvaluate(t *testing.T) {
 			}
 		})
 	}
-	if _, err := judge.Beside(context.Background(), nil, redis("m0", "master", "0", ""), peers); !errors.Is(err, judge.ErrNoPolicy) {
+	m0 := fixture.MakePod().Namespace("shop").Name("m0").Redis("cache", "master", "0").Model()
+	if _, err := judge.Beside(context.Background(), nil, m0, peers); !errors.Is(err, judge.ErrNoPolicy) {
 		t.Errorf("Beside(nil policy) = %v, want ErrNoPolicy", err)
 	}
 }

@@ -16,7 +16,7 @@
 //     without evicting a protected pod;
 //   - Place (place.go): the pod recorded on its node before its binding
 //     is seen, rechecked under its groups' locks where asked;
-//   - Stand (standing.go): a bound pod judged where it stands.
+//   - Stand (stand.go): a bound pod judged where it stands.
 //
 // Beside them: the subject (subject.go), the verdict and protection
 // (verdict.go), peers read again (refresh.go) or met outside the

@@ -8,10 +8,10 @@ import (
 
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // newIdleCache is a cache that is never started: benchmarks feed it through
@@ -29,30 +29,17 @@ func newIdleCache(tb testing.TB, keys KeyFunc) *Cache {
 // benchPod is a bound pod as the API server sends it, before stripping: six
 // labels plus the usual bulk.
 func benchPod(i int, ns, instance string) *corev1.Pod {
-	prio := int32(0)
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            fmt.Sprintf("%s-%d", instance, i),
-			Namespace:       ns,
-			UID:             types.UID(fmt.Sprintf("0b5e1e5a-0000-4000-8000-%012d", i)),
-			ResourceVersion: fmt.Sprintf("%d", 100000+i),
-			Labels: map[string]string{
-				nameLabel:                            "redis",
-				instanceLabel:                        instance,
-				componentLabel:                       "replica",
-				"app.kubernetes.io/managed-by":       "helm",
-				"controller-revision-hash":           fmt.Sprintf("%s-5d8f7c9b4", instance),
-				"statefulset.kubernetes.io/pod-name": fmt.Sprintf("%s-%d", instance, i),
-			},
-			Annotations: map[string]string{"checksum/config": strings.Repeat("f", 64)},
-		},
-		Spec: corev1.PodSpec{
-			NodeName:   fmt.Sprintf("node-%d", i%500),
-			Priority:   &prio,
-			Containers: []corev1.Container{{Name: "redis", Image: "redis:8", Args: []string{"--appendonly", "yes"}}},
-		},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1"},
-	}
+	name := fmt.Sprintf("%s-%d", instance, i)
+	return fixture.MakePod().Namespace(ns).Name(name).UID(fmt.Sprintf("0b5e1e5a-0000-4000-8000-%012d", i)).
+		ResourceVersion(fmt.Sprintf("%d", 100000+i)).
+		Redis(instance, "replica", "").
+		Label("app.kubernetes.io/managed-by", "helm").
+		Label("controller-revision-hash", fmt.Sprintf("%s-5d8f7c9b4", instance)).
+		Label("statefulset.kubernetes.io/pod-name", name).
+		Annotation("checksum/config", strings.Repeat("f", 64)).
+		Node(fmt.Sprintf("node-%d", i%500)).Priority(0).
+		Container(corev1.Container{Name: "redis", Image: "redis:8", Args: []string{"--appendonly", "yes"}}).
+		Phase(corev1.PodRunning).PodIP("10.0.0.1").Obj()
 }
 
 // fill stores and indexes n stripped pods as the informer would, with groups
@@ -132,7 +119,7 @@ func BenchmarkNodeLabels(b *testing.B) {
 	names := make([]string, n)
 	for i := range objs {
 		names[i] = fmt.Sprintf("node-%05d", i)
-		objs[i] = newNode(names[i], map[string]string{"topology.kubernetes.io/zone": fmt.Sprint(i % 3)})
+		objs[i] = fixture.MakeNode().Name(names[i]).Zone(fmt.Sprint(i % 3)).Obj()
 	}
 	c, _ := startCache(b, byInstance, nil, objs...)
 	b.ReportAllocs()

@@ -12,23 +12,24 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 func TestCacheInitialList(t *testing.T) {
 	objs := []kruntime.Object{
-		newPod("shop", "cache-0", redis("cache", "master"), onNode("node-1")),
-		newPod("shop", "cache-1", redis("cache", "replica"), onNode("node-2")),
-		newPod("shop", "cache-2", redis("cache", "replica"), onNode("node-3")),
+		fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-1").Redis("cache", "replica", "").Node("node-2").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-2").Redis("cache", "replica", "").Node("node-3").Obj(),
 		// The fake clientset ignores the field selector: the cache must drop these.
-		newPod("shop", "cache-pending", redis("cache", "replica"), inPhase(corev1.PodPending)),
-		newPod("shop", "cache-done", redis("cache", "replica"), onNode("node-1"), inPhase(corev1.PodSucceeded)),
-		newPod("shop", "cache-failed", redis("cache", "replica"), onNode("node-1"), inPhase(corev1.PodFailed)),
+		fixture.MakePod().Namespace("shop").Name("cache-pending").Redis("cache", "replica", "").Phase(corev1.PodPending).Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-done").Redis("cache", "replica", "").Node("node-1").Phase(corev1.PodSucceeded).Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-failed").Redis("cache", "replica", "").Node("node-1").Phase(corev1.PodFailed).Obj(),
 		// Same instance name, other namespace: another group.
-		newPod("ops", "cache-0", redis("cache", "master"), onNode("node-1")),
-		newPod("shop", "session-0", redis("session", "master"), onNode("node-1")),
+		fixture.MakePod().Namespace("ops").Name("cache-0").Redis("cache", "master", "").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("session-0").Redis("session", "master", "").Node("node-1").Obj(),
 		// No keys: not indexed.
-		newPod("shop", "web-0", map[string]string{nameLabel: "web"}, onNode("node-1")),
-		newPod("shop", "bare", nil, onNode("node-1")),
+		fixture.MakePod().Namespace("shop").Name("web-0").Label(nameLabel, "web").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("bare").Node("node-1").Obj(),
 	}
 	for _, feed := range feeds {
 		t.Run(feed.name, func(t *testing.T) {
@@ -97,10 +98,10 @@ func testCacheInitialList(t *testing.T, start startFunc, objs []kruntime.Object)
 }
 
 func TestCachePodView(t *testing.T) {
-	labels := redis("cache", "master")
+	labels := fixture.RedisLabels("cache", "master", "")
 	c, _ := startCache(t, byInstance, nil,
-		newPod("shop", "cache-0", labels, onNode("node-1"), withPriority(1000)),
-		newPod("shop", "cache-1", labels, onNode("node-2")))
+		fixture.MakePod().Namespace("shop").Name("cache-0").Labels(labels).Node("node-1").Priority(1000).Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-1").Labels(labels).Node("node-2").Obj())
 	want := []*model.Pod{
 		{Namespace: "shop", Name: "cache-0", UID: "uid-cache-0", Labels: model.NewLabels(labels), Priority: 1000, Node: "node-1", Claims: roleClaims(testOrigin, "master")},
 		{Namespace: "shop", Name: "cache-1", UID: "uid-cache-1", Labels: model.NewLabels(labels), Priority: 0, Node: "node-2", Claims: roleClaims(testOrigin, "master")},
@@ -112,8 +113,8 @@ func TestCachePodView(t *testing.T) {
 
 func TestCachePodInTwoGroupsReturnedOnce(t *testing.T) {
 	c, _ := startCache(t, byInstanceAndRole, nil,
-		newPod("shop", "cache-0", redis("cache", "master"), onNode("node-1")),
-		newPod("shop", "cache-1", redis("cache", "replica"), onNode("node-2")))
+		fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-1").Redis("cache", "replica", "").Node("node-2").Obj())
 	tests := []struct {
 		name string
 		keys []string
@@ -176,10 +177,10 @@ func TestCacheEvents(t *testing.T) {
 	}
 
 	initial := []kruntime.Object{
-		newPod("shop", "cache-0", redis("cache", "master"), onNode("node-1")),
-		newPod("shop", "cache-1", redis("cache", "replica"), onNode("node-2")),
-		newPod("shop", "session-0", redis("session", "master"), onNode("node-3")),
-		newPod("shop", "cache-2", redis("cache", "replica"), inPhase(corev1.PodPending)),
+		fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-1").Redis("cache", "replica", "").Node("node-2").Obj(),
+		fixture.MakePod().Namespace("shop").Name("session-0").Redis("session", "master", "").Node("node-3").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-2").Redis("cache", "replica", "").Phase(corev1.PodPending).Obj(),
 	}
 	tests := []struct {
 		name   string
@@ -190,7 +191,7 @@ func TestCacheEvents(t *testing.T) {
 	}{
 		{
 			name:   "bound pod created",
-			action: create(newPod("shop", "cache-3", redis("cache", "replica"), onNode("node-3"))),
+			action: create(fixture.MakePod().Namespace("shop").Name("cache-3").Redis("cache", "replica", "").Node("node-3").Obj()),
 			want: map[string][]string{
 				"shop/cache":         {"shop/cache-0", "shop/cache-1", "shop/cache-3"},
 				"shop/cache/replica": {"shop/cache-1", "shop/cache-3"},
@@ -199,7 +200,7 @@ func TestCacheEvents(t *testing.T) {
 		},
 		{
 			name:   "pending pod created: not indexed",
-			action: create(newPod("shop", "cache-3", redis("cache", "replica"), inPhase(corev1.PodPending))),
+			action: create(fixture.MakePod().Namespace("shop").Name("cache-3").Redis("cache", "replica", "").Phase(corev1.PodPending).Obj()),
 			want: map[string][]string{
 				"shop/cache":         {"shop/cache-0", "shop/cache-1"},
 				"shop/cache/replica": {"shop/cache-1"},
@@ -218,7 +219,7 @@ func TestCacheEvents(t *testing.T) {
 		{
 			name: "failover: replica relabelled master",
 			action: update("shop", "cache-1", func(p *corev1.Pod) {
-				p.Labels = redis("cache", "master")
+				p.Labels = fixture.RedisLabels("cache", "master", "")
 			}),
 			want: map[string][]string{
 				"shop/cache":         {"shop/cache-0", "shop/cache-1"},
@@ -230,7 +231,7 @@ func TestCacheEvents(t *testing.T) {
 		{
 			name: "pod moved to another group",
 			action: update("shop", "cache-1", func(p *corev1.Pod) {
-				p.Labels = redis("session", "replica")
+				p.Labels = fixture.RedisLabels("session", "replica", "")
 			}),
 			want: map[string][]string{
 				"shop/cache":           {"shop/cache-0"},

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 func TestCacheKeyFuncError(t *testing.T) {
@@ -24,11 +25,11 @@ func TestCacheKeyFuncError(t *testing.T) {
 		return byInstance(ctx, p)
 	}
 	logger, hook := logtest.NewNullLogger()
-	bad := redis("cache", "replica")
+	bad := fixture.RedisLabels("cache", "replica", "")
 	bad["bad"] = "true"
 	c, _ := startCache(t, keys, logger,
-		newPod("shop", "cache-0", redis("cache", "master"), onNode("node-1")),
-		newPod("shop", "cache-1", bad, onNode("node-2")))
+		fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-1").Labels(bad).Node("node-2").Obj())
 
 	if diff := cmp.Diff([]string{"shop/cache-0"}, names(c.Peers([]string{"shop/cache"}, ""))); diff != "" {
 		t.Errorf("Peers() mismatch (-want +got):\n%s", diff)
@@ -61,8 +62,8 @@ func TestCacheKeyFuncError(t *testing.T) {
 func TestCacheKeepsClaims(t *testing.T) {
 	ctx := context.Background()
 	c, client := startCache(t, byInstance, nil,
-		newPod("shop", "cache-0", redis("cache", "master"), onNode("node-1")),
-		newPod("shop", "cache-1", redis("cache", "replica"), onNode("node-2")))
+		fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-1").Redis("cache", "replica", "").Node("node-2").Obj())
 	kept := func() map[string]string {
 		got := map[string]string{}
 		for _, p := range c.Peers([]string{"shop/cache"}, "") {
@@ -79,7 +80,7 @@ func TestCacheKeepsClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Labels = redis("cache", "master")
+	p.Labels = fixture.RedisLabels("cache", "master", "")
 	if _, err := client.CoreV1().Pods("shop").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +107,8 @@ func TestCacheKeepsClaims(t *testing.T) {
 // A pod already indexed whose keys now fail is removed from the index.
 func TestCacheKeyFuncErrorUnindexes(t *testing.T) {
 	c, client := startCache(t, byInstance, nil,
-		newPod("shop", "cache-0", redis("cache", "master"), onNode("node-1")),
-		newPod("shop", "cache-1", redis("cache", "replica"), onNode("node-2")))
+		fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-1").Redis("cache", "replica", "").Node("node-2").Obj())
 	if err := c.SetKeyFunc(context.Background(), func(ctx context.Context, p *model.Pod) ([]string, *model.Claims, error) {
 		if p.Name == "cache-1" {
 			return nil, nil, errors.New("boom")
@@ -124,12 +125,12 @@ func TestCacheKeyFuncErrorUnindexes(t *testing.T) {
 
 func TestCacheSetKeyFunc(t *testing.T) {
 	c, _ := startCache(t, byInstance, nil,
-		newPod("shop", "cache-0", redis("cache", "master"), onNode("node-1")),
-		newPod("shop", "cache-1", redis("cache", "replica"), onNode("node-2")),
-		newPod("ops", "queue-0", redis("queue", "master"), onNode("node-2")),
-		newPod("shop", "web-0", map[string]string{nameLabel: "web"}, onNode("node-1")),
-		newPod("shop", "cache-pending", redis("cache", "replica")),
-		newPod("shop", "cache-done", redis("cache", "replica"), onNode("node-1"), inPhase(corev1.PodSucceeded)))
+		fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-1").Redis("cache", "replica", "").Node("node-2").Obj(),
+		fixture.MakePod().Namespace("ops").Name("queue-0").Redis("queue", "master", "").Node("node-2").Obj(),
+		fixture.MakePod().Namespace("shop").Name("web-0").Label(nameLabel, "web").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-pending").Redis("cache", "replica", "").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-done").Redis("cache", "replica", "").Node("node-1").Phase(corev1.PodSucceeded).Obj())
 	if got, want := c.PodCount(), 3; got != want {
 		t.Fatalf("PodCount() before = %d, want %d", got, want)
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/regosched/regosched/test/fixture"
 )
 
 func TestCacheNodes(t *testing.T) {
@@ -16,8 +18,8 @@ func TestCacheNodes(t *testing.T) {
 
 func testCacheNodes(t *testing.T, start startFunc) {
 	c, client := start(t, byInstance, nil,
-		newNode("node-1", map[string]string{"topology.kubernetes.io/zone": "a", "kubernetes.io/hostname": "node-1"}),
-		newNode("node-2", nil))
+		fixture.MakeNode().Name("node-1").Hostname().Zone("a").Obj(),
+		fixture.MakeNode().Name("node-2").Obj())
 
 	tests := []struct {
 		node       string
@@ -45,7 +47,7 @@ func testCacheNodes(t *testing.T, start startFunc) {
 	}
 
 	ctx := context.Background()
-	if _, err := client.CoreV1().Nodes().Create(ctx, newNode("node-3", map[string]string{"topology.kubernetes.io/zone": "b"}), metav1.CreateOptions{}); err != nil {
+	if _, err := client.CoreV1().Nodes().Create(ctx, fixture.MakeNode().Name("node-3").Zone("b").Obj(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "node-3 known", func() bool { _, ok := c.NodeLabels("node-3"); return ok })

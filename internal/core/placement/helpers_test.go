@@ -11,16 +11,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 const (
@@ -90,39 +89,6 @@ func byInstanceAndRole(ctx context.Context, p *model.Pod) ([]string, *model.Clai
 		keys = append(keys, keys[0]+"/"+role)
 	}
 	return keys, c, nil
-}
-
-type podOpt func(*corev1.Pod)
-
-func onNode(n string) podOpt { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
-
-func inPhase(ph corev1.PodPhase) podOpt { return func(p *corev1.Pod) { p.Status.Phase = ph } }
-
-func withPriority(v int32) podOpt { return func(p *corev1.Pod) { p.Spec.Priority = &v } }
-
-// newPod returns a running pod whose UID is "uid-<name>".
-func newPod(ns, name string, labels map[string]string, opts ...podOpt) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns,
-			Name:      name,
-			UID:       types.UID("uid-" + name),
-			Labels:    labels,
-		},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning},
-	}
-	for _, o := range opts {
-		o(p)
-	}
-	return p
-}
-
-func redis(instance, component string) map[string]string {
-	return map[string]string{nameLabel: "redis", instanceLabel: instance, componentLabel: component}
-}
-
-func newNode(name string, labels map[string]string) *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: labels}}
 }
 
 // startCache runs a cache with informers of its own (New) over a fake
@@ -245,7 +211,7 @@ func flush(t *testing.T, c *Cache, client kubernetes.Interface) {
 	t.Helper()
 	ctx := context.Background()
 	name := fmt.Sprintf("barrier-%d", barrierSeq.Add(1))
-	p := newPod("zz-barrier", name, map[string]string{instanceLabel: name}, onNode("node-barrier"))
+	p := fixture.MakePod().Namespace("zz-barrier").Name(name).Label(instanceLabel, name).Node("node-barrier").Obj()
 	key := []string{"zz-barrier/" + name}
 	if _, err := client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating barrier pod: %v", err)

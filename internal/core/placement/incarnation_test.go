@@ -12,6 +12,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // A delete of a pod's old incarnation that arrives after its new one was
@@ -30,7 +31,7 @@ func TestLateDeleteOfOldIncarnation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c, _ := startCache(t, byInstance, nil)
 			key := []string{"shop/cache"}
-			c.Assume(&model.Pod{Namespace: "shop", Name: "cache-0", UID: "uid-new", Labels: model.NewLabels(redis("cache", "replica")), Node: "node-2"}, key, nil)
+			c.Assume(fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-new").Redis("cache", "replica", "").Node("node-2").Model(), key, nil)
 			w := c.writer()
 			w.mu.Lock()
 			w.remove(&podRecord{namespace: "shop", name: "cache-0", uid: tt.deleteUID, nodeName: "node-1"})
@@ -66,11 +67,9 @@ func placements(pods []*model.Pod) []placed {
 // newer incarnation seen bound, replaces it.
 func TestAssumedPodAgainstTheInformer(t *testing.T) {
 	key := []string{"shop/cache"}
-	labels := redis("cache", "replica")
-	old := newPod("shop", "cache-0", labels, onNode("node-1"))
-	old.UID = "uid-old"
-	pending := newPod("shop", "cache-0", labels, inPhase(corev1.PodPending))
-	pending.UID = "uid-new"
+	labels := fixture.RedisLabels("cache", "replica", "")
+	old := fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-old").Labels(labels).Node("node-1").Obj()
+	pending := fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-new").Labels(labels).Phase(corev1.PodPending).Obj()
 	assumed := placed{"uid-new", "node-2"}
 
 	type step struct {
@@ -133,11 +132,8 @@ func TestAssumedPodAgainstTheInformer(t *testing.T) {
 			initial: []*corev1.Pod{old},
 			steps: []step{
 				{"delete of uid-old", remove, []placed{assumed}},
-				{"uid-newer bound", create(func() *corev1.Pod {
-					p := newPod("shop", "cache-0", labels, onNode("node-4"))
-					p.UID = "uid-newer"
-					return p
-				}()), []placed{{"uid-newer", "node-4"}}},
+				{"uid-newer bound", create(fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-newer").Labels(labels).Node("node-4").Obj()),
+					[]placed{{"uid-newer", "node-4"}}},
 			},
 		},
 	}
@@ -150,7 +146,7 @@ func TestAssumedPodAgainstTheInformer(t *testing.T) {
 			c, client := startCache(t, byInstance, nil, objs...)
 			ctx := context.Background()
 			pods := client.CoreV1().Pods("shop")
-			c.Assume(&model.Pod{Namespace: "shop", Name: "cache-0", UID: "uid-new", Labels: model.NewLabels(labels), Node: "node-2"}, key, nil)
+			c.Assume(fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-new").Labels(labels).Node("node-2").Model(), key, nil)
 			if diff := cmp.Diff([]placed{assumed}, placements(c.Peers(key, ""))); diff != "" {
 				t.Fatalf("after Assume, Peers() (-want +got):\n%s", diff)
 			}
@@ -185,7 +181,7 @@ func TestStaleEventOfAnotherIncarnation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, _ := startCache(t, byInstance, nil)
-			labels := model.NewLabels(redis("cache", "replica"))
+			labels := model.NewLabels(fixture.RedisLabels("cache", "replica", ""))
 			c.Assume(&model.Pod{Namespace: "shop", Name: "cache-0", UID: "uid-new", Labels: labels, Node: "node-2"}, key, nil)
 			r := tt.record
 			r.namespace, r.name, r.labels = "shop", "cache-0", labels

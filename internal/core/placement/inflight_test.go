@@ -13,11 +13,12 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // pending returns the policy view of a pending pod of shop/<instance>.
 func pending(name, instance string) (*model.Pod, []string) {
-	p := model.PodFromObject(newPod("shop", name, redis(instance, "master")))
+	p := fixture.MakePod().Namespace("shop").Name(name).Redis(instance, "master", "").Model()
 	keys, _, _ := byInstance(context.Background(), p)
 	return p, keys
 }
@@ -61,7 +62,7 @@ func TestWaitForPeersUntilTheInformerSeesTheBinding(t *testing.T) {
 	c, client := startCache(t, byInstance, nil)
 	a, keys := pending("cache-0", "cache")
 	b, _ := pending("cache-1", "cache")
-	obj := newPod("shop", a.Name, a.Labels.Map())
+	obj := fixture.MakePod().Namespace("shop").Name(a.Name).Labels(a.Labels.Map()).Obj()
 	obj.UID = a.UID
 	if _, err := client.CoreV1().Pods("shop").Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -171,7 +172,7 @@ func TestAssume(t *testing.T) {
 	}
 
 	// The informer's report replaces the assumed placement; a delete removes it.
-	obj := newPod("shop", a.Name, a.Labels.Map(), onNode("node-1"))
+	obj := fixture.MakePod().Namespace("shop").Name(a.Name).Labels(a.Labels.Map()).Node("node-1").Obj()
 	obj.UID = a.UID
 	if _, err := client.CoreV1().Pods("shop").Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -194,7 +195,7 @@ func TestDeleteEndsFlight(t *testing.T) {
 
 func testDeleteEndsFlight(t *testing.T, start startFunc) {
 	c, client := start(t, byInstance, nil)
-	obj := newPod("shop", "cache-0", redis("cache", "master"))
+	obj := fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").Obj()
 	a := model.PodFromObject(obj)
 	keys, _, _ := byInstance(context.Background(), a)
 	if _, err := client.CoreV1().Pods("shop").Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {

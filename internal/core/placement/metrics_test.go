@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/regosched/regosched/test/fixture"
 )
 
 func TestRegisterMetrics(t *testing.T) {
@@ -16,11 +18,11 @@ func TestRegisterMetrics(t *testing.T) {
 
 func testRegisterMetrics(t *testing.T, start startFunc) {
 	c, _ := start(t, byInstance, nil,
-		newPod("shop", "cache-0", redis("cache", "master"), onNode("node-1")),
-		newPod("shop", "cache-1", redis("cache", "replica"), onNode("node-2")),
-		newPod("shop", "cache-pending", redis("cache", "replica")),
-		newPod("shop", "web-0", nil, onNode("node-1")),
-		newNode("node-1", nil), newNode("node-2", nil), newNode("node-3", nil))
+		fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-1").Redis("cache", "replica", "").Node("node-2").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-pending").Redis("cache", "replica", "").Obj(),
+		fixture.MakePod().Namespace("shop").Name("web-0").Node("node-1").Obj(),
+		fixture.MakeNode().Name("node-1").Obj(), fixture.MakeNode().Name("node-2").Obj(), fixture.MakeNode().Name("node-3").Obj())
 	reg := prometheus.NewPedanticRegistry()
 	if err := c.RegisterMetrics(reg); err != nil {
 		t.Fatalf("RegisterMetrics() error = %v", err)

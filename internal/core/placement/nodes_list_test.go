@@ -6,10 +6,18 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/regosched/regosched/test/fixture"
 )
 
 func TestCacheNodeNames(t *testing.T) {
-	c, client := startCache(t, byInstance, nil, newNode("node-2", nil), newNode("node-10", nil), newNode("node-1", nil))
+	c, client := startCache(t,
+		byInstance,
+		nil,
+		fixture.MakeNode().Name("node-2").Obj(),
+		fixture.MakeNode().Name("node-10").Obj(),
+		fixture.MakeNode().Name("node-1").Obj(),
+	)
 	if diff := cmp.Diff([]string{"node-1", "node-10", "node-2"}, c.NodeNames()); diff != "" {
 		t.Errorf("NodeNames() mismatch (-want +got):\n%s", diff)
 	}

@@ -15,6 +15,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // Policies that describe pending pods: distinct origins, of which a
@@ -30,13 +31,6 @@ func describeAs(by *model.Origin) DescribeFunc {
 		keys, described, err := instanceUnder(by)(ctx, p)
 		return keys, described, by, err
 	}
-}
-
-func forScheduler(name string) podOpt { return func(p *corev1.Pod) { p.Spec.SchedulerName = name } }
-
-func pendingPod(name string, labels map[string]string, opts ...podOpt) *corev1.Pod {
-	p := newPod("shop", name, labels, append([]podOpt{inPhase(corev1.PodPending), forScheduler("regosched")}, opts...)...)
-	return p
 }
 
 // startPending runs a Pending over a fake clientset holding objs and waits
@@ -61,13 +55,14 @@ func startPending(t *testing.T, describe DescribeFunc, objs ...kruntime.Object) 
 }
 
 func TestPendingDescribed(t *testing.T) {
-	master := pendingPod("cache-0", redis("cache", "master"))
+	master := fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").Phase(corev1.PodPending).SchedulerName("regosched").Obj()
 	p, _ := startPending(t, describeAs(policyA), master)
 	asRequested := model.PodFromObject(master)
 
 	relabelled := model.PodFromObject(master)
-	relabelled.Labels = model.NewLabels(redis("cache", "replica"))
-	otherPriority := model.PodFromObject(pendingPod("cache-0", redis("cache", "master"), withPriority(1000)))
+	relabelled.Labels = model.NewLabels(fixture.RedisLabels("cache", "replica", ""))
+	otherPriority := fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").
+		Phase(corev1.PodPending).SchedulerName("regosched").Priority(1000).Model()
 	replaced := model.PodFromObject(master)
 	replaced.UID = "uid-other"
 	type described struct {
@@ -111,13 +106,13 @@ func TestPendingFollowsThePod(t *testing.T) {
 		return ok
 	}
 
-	pod := pendingPod("cache-0", redis("cache", "master"))
+	pod := fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").Phase(corev1.PodPending).SchedulerName("regosched").Obj()
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the new pod described", func() bool { return described(pod) })
 
-	pod.Labels = redis("cache", "replica")
+	pod.Labels = fixture.RedisLabels("cache", "replica", "")
 	if _, err := pods.Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +129,7 @@ func TestPendingFollowsThePod(t *testing.T) {
 	}
 	eventually(t, "the bound pod forgotten", func() bool { return p.Len() == 0 })
 
-	other := pendingPod("cache-1", redis("cache", "replica"))
+	other := fixture.MakePod().Namespace("shop").Name("cache-1").Redis("cache", "replica", "").Phase(corev1.PodPending).SchedulerName("regosched").Obj()
 	if _, err := pods.Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +161,10 @@ func TestPendingSelectsTheProfilesPendingPods(t *testing.T) {
 // before it returns; a pod the policy cannot describe is left to its
 // filter call.
 func TestPendingNewPolicy(t *testing.T) {
-	pods := []kruntime.Object{pendingPod("cache-0", redis("cache", "master")), pendingPod("cache-1", redis("cache", "replica"))}
+	pods := []kruntime.Object{
+		fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").Phase(corev1.PodPending).SchedulerName("regosched").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-1").Redis("cache", "replica", "").Phase(corev1.PodPending).SchedulerName("regosched").Obj(),
+	}
 	p, _ := startPending(t, describeAs(policyA), pods...)
 	if p.Len() != 2 {
 		t.Fatalf("%d pods described, want 2", p.Len())

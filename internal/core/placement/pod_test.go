@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 func TestPodFromObject(t *testing.T) {
@@ -18,12 +19,12 @@ func TestPodFromObject(t *testing.T) {
 	}{
 		{
 			name: "bound with priority",
-			in:   newPod("shop", "p", labels, onNode("n1"), withPriority(-5)),
+			in:   fixture.MakePod().Namespace("shop").Name("p").Labels(labels).Node("n1").Priority(-5).Obj(),
 			want: &model.Pod{Namespace: "shop", Name: "p", UID: "uid-p", Labels: model.NewLabels(labels), Priority: -5, Node: "n1"},
 		},
 		{
 			name: "pending, nil priority and labels",
-			in:   newPod("shop", "p", nil, inPhase(corev1.PodPending)),
+			in:   fixture.MakePod().Namespace("shop").Name("p").Phase(corev1.PodPending).Obj(),
 			want: &model.Pod{Namespace: "shop", Name: "p", UID: "uid-p"},
 		},
 	}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // TestSetKeyFuncBuildsBesideTheOldIndex: while a slow re-index runs, peers
@@ -18,9 +19,9 @@ import (
 // index when it takes effect, together with whatever activate stores.
 func TestSetKeyFuncBuildsBesideTheOldIndex(t *testing.T) {
 	c, client := startCache(t, byInstance, nil,
-		newPod("shop", "cache-0", redis("cache", "master"), onNode("node-1")),
-		newPod("shop", "cache-1", redis("cache", "replica"), onNode("node-2")),
-		newPod("shop", "cache-2", redis("cache", "replica"), onNode("node-3")))
+		fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-1").Redis("cache", "replica", "").Node("node-2").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-2").Redis("cache", "replica", "").Node("node-3").Obj())
 
 	// The new grouping, by role, takes a while per pod once the build has
 	// started.
@@ -45,7 +46,7 @@ func TestSetKeyFuncBuildsBesideTheOldIndex(t *testing.T) {
 	}
 	// A bind is recorded at once, not after the whole build.
 	start := time.Now()
-	c.Assume(&model.Pod{Namespace: "shop", Name: "cache-3", UID: "uid-cache-3", Labels: model.NewLabels(redis("cache", "master")), Node: "node-4"},
+	c.Assume(fixture.MakePod().Namespace("shop").Name("cache-3").Redis("cache", "master", "").Node("node-4").Model(),
 		[]string{"shop/cache"}, nil)
 	if waited := time.Since(start); waited > 200*time.Millisecond {
 		t.Errorf("Assume waited %v for the re-index", waited)
@@ -84,8 +85,8 @@ func TestSetKeyFuncBuildsBesideTheOldIndex(t *testing.T) {
 // TestSetKeyFuncStopsWithItsContext: a re-index cut short changes nothing.
 func TestSetKeyFuncStopsWithItsContext(t *testing.T) {
 	c, _ := startCache(t, byInstance, nil,
-		newPod("shop", "cache-0", redis("cache", "master"), onNode("node-1")),
-		newPod("shop", "cache-1", redis("cache", "replica"), onNode("node-2")))
+		fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-1").Redis("cache", "replica", "").Node("node-2").Obj())
 	ctx, cancel := context.WithCancel(context.Background())
 	slow := func(ctx context.Context, p *model.Pod) ([]string, *model.Claims, error) {
 		cancel()
@@ -107,7 +108,7 @@ func TestSetKeyFuncStopsWithItsContext(t *testing.T) {
 // still taken back by the Unassume of the pod given to Assume.
 func TestUnassumeAfterReindex(t *testing.T) {
 	c, _ := startCache(t, byInstance, nil)
-	p := &model.Pod{Namespace: "shop", Name: "cache-0", UID: "uid-cache-0", Labels: model.NewLabels(redis("cache", "master")), Node: "node-1"}
+	p := fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").Node("node-1").Model()
 	c.Assume(p, []string{"shop/cache"}, nil)
 	if err := c.SetKeyFunc(context.Background(), byInstanceAndRole, nil); err != nil {
 		t.Fatal(err)
@@ -125,7 +126,7 @@ func TestUnassumeAfterReindex(t *testing.T) {
 // no longer the index's records nothing, so that it is judged again.
 func TestAssumeRefusedUnderAnotherPolicy(t *testing.T) {
 	c, _ := startCache(t, byInstance, nil)
-	p := &model.Pod{Namespace: "shop", Name: "cache-0", UID: "uid-cache-0", Labels: model.NewLabels(redis("cache", "master")), Node: "node-1"}
+	p := fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").Node("node-1").Model()
 	if c.Assume(p, []string{"shop/cache"}, func() bool { return false }) {
 		t.Error("Assume() = true under a policy that is no longer current")
 	}

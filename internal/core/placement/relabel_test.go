@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // A bound pod's new labels are told of once indexed; a new pod, a status
@@ -20,7 +21,7 @@ func TestCacheOnRelabel(t *testing.T) {
 	ctx := context.Background()
 	c, client, calls := relabelCache(t)
 	pods := client.CoreV1().Pods("shop")
-	p := newPod("shop", "cache-0", redis("cache", "replica"), onNode("node-1"))
+	p := fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "replica", "").Node("node-1").Obj()
 	if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func TestCacheOnRelabel(t *testing.T) {
 	if got := calls.Load(); got != 0 {
 		t.Fatalf("onRelabel called %d times before any relabel, want 0", got)
 	}
-	p.Labels = redis("cache", "master")
+	p.Labels = fixture.RedisLabels("cache", "master", "")
 	p.ResourceVersion = "3"
 	if _, err := pods.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -89,7 +90,7 @@ func TestCacheOnRelabelOnlyWhenTheDescriptionChanges(t *testing.T) {
 			ctx := context.Background()
 			c, client, calls := relabelCache(t)
 			pods := client.CoreV1().Pods("shop")
-			p := newPod("shop", "cache-0", redis("cache", "replica"))
+			p := fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "replica", "").Obj()
 			if !tt.pending {
 				p.Spec.NodeName = "node-1"
 			}

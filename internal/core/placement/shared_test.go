@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // podEvent is one event of a pod informer: an add (new only), an update,
@@ -46,11 +47,11 @@ func (e podEvent) pods() []*corev1.Pod {
 // and checks what it indexes and what lands, and that it modifies none of
 // the objects, which the scheduler shares.
 func TestSharedPodEvents(t *testing.T) {
-	master := newPod("shop", "cache-0", redis("cache", "master"), onNode("node-1"))
-	pendingPod := newPod("shop", "cache-1", redis("cache", "replica"), inPhase(corev1.PodPending))
-	bound := newPod("shop", "cache-1", redis("cache", "replica"), onNode("node-2"))
-	succeeded := newPod("shop", "cache-1", redis("cache", "replica"), onNode("node-2"), inPhase(corev1.PodSucceeded))
-	failed := newPod("shop", "cache-1", redis("cache", "replica"), onNode("node-2"), inPhase(corev1.PodFailed))
+	master := fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").Node("node-1").Obj()
+	pendingPod := fixture.MakePod().Namespace("shop").Name("cache-1").Redis("cache", "replica", "").Phase(corev1.PodPending).Obj()
+	bound := fixture.MakePod().Namespace("shop").Name("cache-1").Redis("cache", "replica", "").Node("node-2").Obj()
+	succeeded := fixture.MakePod().Namespace("shop").Name("cache-1").Redis("cache", "replica", "").Node("node-2").Phase(corev1.PodSucceeded).Obj()
+	failed := fixture.MakePod().Namespace("shop").Name("cache-1").Redis("cache", "replica", "").Node("node-2").Phase(corev1.PodFailed).Obj()
 	add := func(p *corev1.Pod) podEvent { return podEvent{new: p} }
 	update := func(old, p *corev1.Pod) podEvent { return podEvent{old: old, new: p} }
 	del := func(p *corev1.Pod) podEvent { return podEvent{old: p} }
@@ -169,11 +170,11 @@ func listsAndWatches(client *fake.Clientset) []string {
 // factory starts before or after it, and is complete once synced.
 func TestNewFromInformersListsAndWatchesNothing(t *testing.T) {
 	objs := []kruntime.Object{
-		newPod("shop", "cache-0", redis("cache", "master"), onNode("node-1")),
-		newPod("shop", "cache-1", redis("cache", "replica"), onNode("node-2")),
-		newPod("shop", "cache-2", redis("cache", "replica")),
-		newNode("node-1", map[string]string{"topology.kubernetes.io/zone": "a"}),
-		newNode("node-2", map[string]string{"topology.kubernetes.io/zone": "b"}),
+		fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-1").Redis("cache", "replica", "").Node("node-2").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-2").Redis("cache", "replica", "").Obj(),
+		fixture.MakeNode().Name("node-1").Zone("a").Obj(),
+		fixture.MakeNode().Name("node-2").Zone("b").Obj(),
 	}
 	// The factory's one list and one watch of each.
 	want := []string{"list nodes", "list pods", "watch nodes", "watch pods"}
@@ -241,11 +242,11 @@ func TestNewFromInformersListsAndWatchesNothing(t *testing.T) {
 // (a re-index, an Assume, node labels) modifies none of their objects.
 func TestSharedStoreLeftAlone(t *testing.T) {
 	c, _ := startShared(t, byInstance, nil,
-		newPod("shop", "cache-0", redis("cache", "master"), onNode("node-1")),
-		newPod("shop", "cache-1", redis("cache", "replica"), onNode("node-2")),
-		newPod("shop", "cache-2", redis("cache", "replica")),
-		newNode("node-1", map[string]string{"topology.kubernetes.io/zone": "a"}),
-		newNode("node-2", nil))
+		fixture.MakePod().Namespace("shop").Name("cache-0").Redis("cache", "master", "").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-1").Redis("cache", "replica", "").Node("node-2").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-2").Redis("cache", "replica", "").Obj(),
+		fixture.MakeNode().Name("node-1").Zone("a").Obj(),
+		fixture.MakeNode().Name("node-2").Obj())
 	objects := func() []any { return append(c.pods.GetStore().List(), c.nodes.GetStore().List()...) }
 	byKey := func(a, b any) int {
 		ka, _ := cache.MetaNamespaceKeyFunc(a)
@@ -262,7 +263,7 @@ func TestSharedStoreLeftAlone(t *testing.T) {
 	if err := c.SetKeyFunc(context.Background(), byInstanceAndRole, nil); err != nil {
 		t.Fatalf("SetKeyFunc() error = %v", err)
 	}
-	c.Assume(model.PodFromObject(newPod("shop", "cache-2", redis("cache", "replica"), onNode("node-1"))), []string{"shop/cache"}, nil)
+	c.Assume(fixture.MakePod().Namespace("shop").Name("cache-2").Redis("cache", "replica", "").Node("node-1").Model(), []string{"shop/cache"}, nil)
 	for _, n := range c.NodeNames() {
 		c.NodeLabels(n)
 	}

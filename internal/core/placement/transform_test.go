@@ -12,13 +12,14 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // TestStripPodSharesNamespaceAndNode: two decoded pods of one namespace on
 // one node keep one copy of each name between them.
 func TestStripPodSharesNamespaceAndNode(t *testing.T) {
 	record := func(name string) *podRecord {
-		p := newPod(strings.Clone("shop"), name, nil, onNode(strings.Clone("node-1")))
+		p := fixture.MakePod().Namespace(strings.Clone("shop")).Name(name).Node(strings.Clone("node-1")).Obj()
 		r, err := stripPod(p)
 		if err != nil {
 			t.Fatal(err)
@@ -36,7 +37,7 @@ func TestStripPodSharesNamespaceAndNode(t *testing.T) {
 
 func TestStripPod(t *testing.T) {
 	prio := int32(100)
-	labels := redis("cache", "master")
+	labels := fixture.RedisLabels("cache", "master", "")
 	full := &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -89,7 +90,7 @@ func TestStripPod(t *testing.T) {
 		{"failed pod", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Status: corev1.PodStatus{Phase: corev1.PodFailed}},
 			&podRecord{namespace: "ns", name: "p", terminal: true}},
 		{"tombstone unchanged", tombstone, tombstone},
-		{"node unchanged", newNode("n", nil), newNode("n", nil)},
+		{"node unchanged", fixture.MakeNode().Name("n").Obj(), fixture.MakeNode().Name("n").Obj()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -138,7 +139,7 @@ func TestStripNode(t *testing.T) {
 	}
 	want := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "uid-node-1", ResourceVersion: "7", Labels: labels}}
 	tombstone := cache.DeletedFinalStateUnknown{Key: "node-1", Obj: full}
-	pod := newPod("ns", "p", nil)
+	pod := fixture.MakePod().Namespace("ns").Name("p").Obj()
 	tests := []struct {
 		name string
 		in   any

@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // TestJudgeDefaultPolicy: the hard and soft rules of the default policy
@@ -25,8 +26,8 @@ func TestJudgeDefaultPolicy(t *testing.T) {
 		{
 			name: "redis masters of one cluster",
 			in: &Input{
-				Pod:   pod("cache-0-master", "pending", "", redis("cache", "master", "")),
-				Peers: []*model.Pod{pod("cache-1-master", "u1", "node-1", redis("cache", "master", ""))},
+				Pod:   fixture.MakePod().Namespace("shop").Name("cache-0-master").UID("pending").Redis("cache", "master", "").Model(),
+				Peers: []*model.Pod{fixture.MakePod().Namespace("shop").Name("cache-1-master").UID("u1").Redis("cache", "master", "").Node("node-1").Model()},
 			},
 			want: judged{
 				Conflicts: []model.Conflict{{Node: "node-1", Rule: "redis-masters", Reason: "redis: master shop/cache-1-master of cluster cache already on this node", Peer: "u1"}},
@@ -36,12 +37,12 @@ func TestJudgeDefaultPolicy(t *testing.T) {
 		{
 			name: "redis master vs masters and replicas of shards",
 			in: &Input{
-				Pod: pod("cache-0-master", "pending", "", redis("cache", "master", "0")),
+				Pod: fixture.MakePod().Namespace("shop").Name("cache-0-master").UID("pending").Redis("cache", "master", "0").Model(),
 				Peers: []*model.Pod{
-					pod("cache-1-master", "u1", "node-1", redis("cache", "master", "1")),
-					pod("cache-0-replica-0", "u2", "node-2", redis("cache", "replica", "0")),
-					pod("cache-1-replica-0", "u3", "node-3", redis("cache", "replica", "1")),
-					pod("cache-0-replica-1", "u4", "node-4", redis("cache", "slave", "0")),
+					fixture.MakePod().Namespace("shop").Name("cache-1-master").UID("u1").Redis("cache", "master", "1").Node("node-1").Model(),
+					fixture.MakePod().Namespace("shop").Name("cache-0-replica-0").UID("u2").Redis("cache", "replica", "0").Node("node-2").Model(),
+					fixture.MakePod().Namespace("shop").Name("cache-1-replica-0").UID("u3").Redis("cache", "replica", "1").Node("node-3").Model(),
+					fixture.MakePod().Namespace("shop").Name("cache-0-replica-1").UID("u4").Redis("cache", "slave", "0").Node("node-4").Model(),
 				},
 				Nodes: map[string]map[string]string{"node-1": {zoneLabel: "a"}},
 			},
@@ -58,11 +59,11 @@ func TestJudgeDefaultPolicy(t *testing.T) {
 		{
 			name: "redis replica: spread across the cluster, zones within the shard",
 			in: &Input{
-				Pod: pod("cache-0-replica-0", "pending", "", redis("cache", "replica", "0")),
+				Pod: fixture.MakePod().Namespace("shop").Name("cache-0-replica-0").UID("pending").Redis("cache", "replica", "0").Model(),
 				Peers: []*model.Pod{
-					pod("cache-0-master", "u1", "node-1", redis("cache", "master", "0")),
-					pod("cache-1-replica-0", "u2", "node-2", redis("cache", "replica", "1")),
-					pod("other-0-master", "u3", "node-3", redis("other", "master", "0")),
+					fixture.MakePod().Namespace("shop").Name("cache-0-master").UID("u1").Redis("cache", "master", "0").Node("node-1").Model(),
+					fixture.MakePod().Namespace("shop").Name("cache-1-replica-0").UID("u2").Redis("cache", "replica", "1").Node("node-2").Model(),
+					fixture.MakePod().Namespace("shop").Name("other-0-master").UID("u3").Redis("other", "master", "0").Node("node-3").Model(),
 				},
 				Nodes: map[string]map[string]string{
 					"node-1": {zoneLabel: "a", hostnameLabel: "node-1"},
@@ -82,10 +83,10 @@ func TestJudgeDefaultPolicy(t *testing.T) {
 		{
 			name: "peer node without zone, or unknown: spread only",
 			in: &Input{
-				Pod: pod("cache-0-replica-0", "pending", "", redis("cache", "replica", "0")),
+				Pod: fixture.MakePod().Namespace("shop").Name("cache-0-replica-0").UID("pending").Redis("cache", "replica", "0").Model(),
 				Peers: []*model.Pod{
-					pod("cache-0-master", "u1", "node-1", redis("cache", "master", "0")),
-					pod("cache-0-replica-1", "u2", "node-2", redis("cache", "replica", "0")),
+					fixture.MakePod().Namespace("shop").Name("cache-0-master").UID("u1").Redis("cache", "master", "0").Node("node-1").Model(),
+					fixture.MakePod().Namespace("shop").Name("cache-0-replica-1").UID("u2").Redis("cache", "replica", "0").Node("node-2").Model(),
 				},
 				Nodes: map[string]map[string]string{"node-1": {hostnameLabel: "node-1"}, "node-3": {zoneLabel: "a"}},
 			},
@@ -97,10 +98,10 @@ func TestJudgeDefaultPolicy(t *testing.T) {
 		{
 			name: "elasticsearch: data apart on nodes and zones, any role spread",
 			in: &Input{
-				Pod: pod("logs-data-0", "pending", "", es("data")),
+				Pod: fixture.MakePod().Namespace("shop").Name("logs-data-0").UID("pending").Elasticsearch("logs", "data").Model(),
 				Peers: []*model.Pod{
-					pod("logs-data-1", "u1", "node-1", es("data")),
-					pod("logs-master-0", "u2", "node-2", es("master")),
+					fixture.MakePod().Namespace("shop").Name("logs-data-1").UID("u1").Elasticsearch("logs", "data").Node("node-1").Model(),
+					fixture.MakePod().Namespace("shop").Name("logs-master-0").UID("u2").Elasticsearch("logs", "master").Node("node-2").Model(),
 				},
 				Nodes: map[string]map[string]string{"node-1": {zoneLabel: "a"}, "node-2": {zoneLabel: "b"}},
 			},
@@ -116,11 +117,11 @@ func TestJudgeDefaultPolicy(t *testing.T) {
 		{
 			name: "eck data nodes",
 			in: &Input{
-				Pod: pod("logs-es-data-0", "pending", "", eck("logs", "true")),
+				Pod: fixture.MakePod().Namespace("shop").Name("logs-es-data-0").UID("pending").Labels(eck("logs", "true")).Model(),
 				Peers: []*model.Pod{
-					pod("logs-es-data-1", "u1", "node-1", eck("logs", "true")),
-					pod("logs-es-master-0", "u2", "node-2", eck("logs", "false")),
-					pod("other-es-data-0", "u3", "node-3", eck("other", "true")),
+					fixture.MakePod().Namespace("shop").Name("logs-es-data-1").UID("u1").Labels(eck("logs", "true")).Node("node-1").Model(),
+					fixture.MakePod().Namespace("shop").Name("logs-es-master-0").UID("u2").Labels(eck("logs", "false")).Node("node-2").Model(),
+					fixture.MakePod().Namespace("shop").Name("other-es-data-0").UID("u3").Labels(eck("other", "true")).Node("node-3").Model(),
 				},
 				Nodes: map[string]map[string]string{"node-1": {zoneLabel: "a"}},
 			},
@@ -136,8 +137,8 @@ func TestJudgeDefaultPolicy(t *testing.T) {
 		{
 			name: "eck pod of no role: spread only",
 			in: &Input{
-				Pod:   pod("logs-es-master-0", "pending", "", eck("logs", "false")),
-				Peers: []*model.Pod{pod("logs-es-data-0", "u1", "node-1", eck("logs", "true"))},
+				Pod:   fixture.MakePod().Namespace("shop").Name("logs-es-master-0").UID("pending").Labels(eck("logs", "false")).Model(),
+				Peers: []*model.Pod{fixture.MakePod().Namespace("shop").Name("logs-es-data-0").UID("u1").Labels(eck("logs", "true")).Node("node-1").Model()},
 				Nodes: map[string]map[string]string{"node-1": {zoneLabel: "a"}},
 			},
 			want: judged{Penalties: []model.Penalty{{TopologyKey: hostnameLabel, Value: "node-1", Weight: 1, Rule: "elasticsearch-eck-node-spread", Peer: "u1"}}},
@@ -145,12 +146,12 @@ func TestJudgeDefaultPolicy(t *testing.T) {
 		{
 			name: "self, unbound, other namespace and unlabelled peers ignored",
 			in: &Input{
-				Pod: pod("cache-0-master", "u0", "", redis("cache", "master", "")),
+				Pod: fixture.MakePod().Namespace("shop").Name("cache-0-master").UID("u0").Redis("cache", "master", "").Model(),
 				Peers: []*model.Pod{
-					pod("cache-0-master", "u0", "node-1", redis("cache", "master", "")),
-					pod("cache-1-master", "u1", "", redis("cache", "master", "")),
-					inNamespace("ops", pod("cache-2-master", "u2", "node-2", redis("cache", "master", ""))),
-					pod("cache-3-master", "u3", "node-3", nil),
+					fixture.MakePod().Namespace("shop").Name("cache-0-master").UID("u0").Redis("cache", "master", "").Node("node-1").Model(),
+					fixture.MakePod().Namespace("shop").Name("cache-1-master").UID("u1").Redis("cache", "master", "").Model(),
+					fixture.MakePod().Namespace("ops").Name("cache-2-master").UID("u2").Redis("cache", "master", "").Node("node-2").Model(),
+					fixture.MakePod().Namespace("shop").Name("cache-3-master").UID("u3").Node("node-3").Model(),
 				},
 				Nodes: map[string]map[string]string{"node-1": {zoneLabel: "a"}, "node-2": {zoneLabel: "a"}, "node-3": {zoneLabel: "a"}},
 			},
@@ -158,14 +159,14 @@ func TestJudgeDefaultPolicy(t *testing.T) {
 		{
 			name: "pending pod with nil labels",
 			in: &Input{
-				Pod:   pod("bare", "pending", "", nil),
-				Peers: []*model.Pod{pod("cache-1-master", "u1", "node-1", redis("cache", "master", ""))},
+				Pod:   fixture.MakePod().Namespace("shop").Name("bare").UID("pending").Model(),
+				Peers: []*model.Pod{fixture.MakePod().Namespace("shop").Name("cache-1-master").UID("u1").Redis("cache", "master", "").Node("node-1").Model()},
 				Nodes: map[string]map[string]string{"node-1": nil},
 			},
 		},
 		{
 			name: "no peers",
-			in:   &Input{Pod: pod("cache-0-master", "pending", "", redis("cache", "master", ""))},
+			in:   &Input{Pod: fixture.MakePod().Namespace("shop").Name("cache-0-master").UID("pending").Redis("cache", "master", "").Model()},
 		},
 	}
 	for _, tt := range tests {

@@ -10,26 +10,27 @@ import (
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 func TestPeerKeysDefaultPolicy(t *testing.T) {
 	p := mustDefaultPolicy(t)
-	both := es("data")
+	both := fixture.ElasticsearchLabels("logs", "data")
 	both[eckCluster] = "logs-eck"
 	tests := []struct {
 		name string
 		pod  *model.Pod
 		want []string
 	}{
-		{"redis", pod("cache-0-master", "u0", "", redis("cache", "master", "")), []string{"redis/shop/cache"}},
-		{"redis, other namespace", inNamespace("ops", pod("cache-0-master", "u0", "", redis("cache", "master", ""))), []string{"redis/ops/cache"}},
-		{"elasticsearch", pod("logs-data-0", "u0", "", es("data")), []string{"elasticsearch/shop/logs"}},
-		{"eck", pod("logs-es-data-0", "u0", "", eck("logs", "true")), []string{"elasticsearch-eck/shop/logs"}},
-		{"two workload entries", pod("logs-data-0", "u0", "", both), []string{"elasticsearch-eck/shop/logs-eck", "elasticsearch/shop/logs"}},
-		{"bound pod", pod("cache-0-master", "u0", "node-1", redis("cache", "master", "")), []string{"redis/shop/cache"}},
-		{"empty cluster label", pod("cache-0", "u0", "", redis("", "master", "")), nil},
-		{"unrelated labels", pod("web-0", "u0", "", map[string]string{nameLabel: "web", instanceLabel: "web"}), nil},
-		{"nil labels", pod("bare", "u0", "", nil), nil},
+		{"redis", fixture.MakePod().Namespace("shop").Name("cache-0-master").UID("u0").Redis("cache", "master", "").Model(), []string{"redis/shop/cache"}},
+		{"redis, other namespace", fixture.MakePod().Namespace("ops").Name("cache-0-master").UID("u0").Redis("cache", "master", "").Model(), []string{"redis/ops/cache"}},
+		{"elasticsearch", fixture.MakePod().Namespace("shop").Name("logs-data-0").UID("u0").Elasticsearch("logs", "data").Model(), []string{"elasticsearch/shop/logs"}},
+		{"eck", fixture.MakePod().Namespace("shop").Name("logs-es-data-0").UID("u0").Labels(eck("logs", "true")).Model(), []string{"elasticsearch-eck/shop/logs"}},
+		{"two workload entries", fixture.MakePod().Namespace("shop").Name("logs-data-0").UID("u0").Labels(both).Model(), []string{"elasticsearch-eck/shop/logs-eck", "elasticsearch/shop/logs"}},
+		{"bound pod", fixture.MakePod().Namespace("shop").Name("cache-0-master").UID("u0").Redis("cache", "master", "").Node("node-1").Model(), []string{"redis/shop/cache"}},
+		{"empty cluster label", fixture.MakePod().Namespace("shop").Name("cache-0").UID("u0").Redis("", "master", "").Model(), nil},
+		{"unrelated labels", fixture.MakePod().Namespace("shop").Name("web-0").UID("u0").Labels(map[string]string{nameLabel: "web", instanceLabel: "web"}).Model(), nil},
+		{"nil labels", fixture.MakePod().Namespace("shop").Name("bare").UID("u0").Model(), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,8 +147,8 @@ func TestDescribeViews(t *testing.T) {
 		{Mark: "redis/shop/cache/shard/0/*", Rule: "redis-shard-zones", TopologyKey: zoneLabel, Weight: 2},
 	}
 	keys := []string{"redis/shop/cache"}
-	master := pod("cache-0-master", "u0", "", redis("cache", "master", "0"))
-	web := pod("web-0", "u1", "", map[string]string{"app": "web"})
+	master := fixture.MakePod().Namespace("shop").Name("cache-0-master").UID("u0").Redis("cache", "master", "0").Model()
+	web := fixture.MakePod().Namespace("shop").Name("web-0").UID("u1").Label("app", "web").Model()
 	tests := []struct {
 		name     string
 		describe func(context.Context, *model.Pod) ([]string, *model.Claims, error)
@@ -178,7 +179,7 @@ func TestDescribeViews(t *testing.T) {
 // needs; the pending pod's own entries are for the request only.
 func TestCachedClaimsKeepMarksOnly(t *testing.T) {
 	p := mustDefaultPolicy(t)
-	master := pod("m", "u", "", redis("cache", "master", "0"))
+	master := fixture.MakePod().Namespace("shop").Name("m").UID("u").Redis("cache", "master", "0").Model()
 	keys, full, err := p.Describe(context.Background(), master)
 	if err != nil {
 		t.Fatal(err)
@@ -205,13 +206,13 @@ func TestDescribePeerSame(t *testing.T) {
 	other := compileFS(t, regosched.DefaultPolicy()) // the same bundle, another policy
 	describe := func(p *Policy, labels map[string]string) *model.Claims {
 		t.Helper()
-		_, c, err := p.DescribePeer(ctx, pod("cache-0", "u1", "node-1", labels))
+		_, c, err := p.DescribePeer(ctx, fixture.MakePod().Namespace("shop").Name("cache-0").UID("u1").Labels(labels).Node("node-1").Model())
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
-	replica := redis("cache", "replica", "0")
+	replica := fixture.RedisLabels("cache", "replica", "0")
 	relabel := func(k, v string) map[string]string {
 		out := map[string]string{k: v}
 		for k, v := range replica {
@@ -274,7 +275,7 @@ func BenchmarkDescribe(b *testing.B) {
 // the pending pod (separate and spread: once per request).
 func BenchmarkDescribeViews(b *testing.B) {
 	p := mustDefaultPolicy(b)
-	master := pod("m", "u", "", redis("cache", "master", "0"))
+	master := fixture.MakePod().Namespace("shop").Name("m").UID("u").Redis("cache", "master", "0").Model()
 	for _, v := range []struct {
 		name     string
 		describe func(context.Context, *model.Pod) ([]string, *model.Claims, error)

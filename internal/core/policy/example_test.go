@@ -29,7 +29,7 @@ func module(path, src string) bundle.ModuleFile {
 
 // Two masters of one Redis cluster may not share a node: the pending one
 // conflicts on the node of the bound one, and prefers other nodes.
-func ExamplePolicy_Judge() {
+func ExamplePolicy_Join() {
 	ctx := context.Background()
 	pol, err := bundles.Options{}.LoadFS(ctx, regosched.DefaultPolicy(), "default")
 	if err != nil {
@@ -39,7 +39,7 @@ func ExamplePolicy_Judge() {
 	bound := &model.Pod{Namespace: "shop", Name: "cache-0", UID: "uid-0", Labels: model.NewLabels(redisMaster), Node: "node-1"}
 	pending := &model.Pod{Namespace: "shop", Name: "cache-1", UID: "uid-1", Labels: model.NewLabels(redisMaster)}
 
-	conflicts, penalties, err := pol.Judge(ctx, &policy.Input{Pod: pending, Peers: []*model.Pod{bound}})
+	conflicts, penalties, err := pol.Join(ctx, &policy.Input{Pod: pending, Peers: []*model.Pod{bound}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -34,7 +34,7 @@ func FuzzInput(f *testing.F) {
 			t.Fatalf("PeerKeys: %v", err)
 		}
 		in := &Input{Pod: pod, Peers: []*model.Pod{peer}, Nodes: map[string]map[string]string{node: {"topology.kubernetes.io/zone": shard}}}
-		cs, ps, err := p.Judge(ctx, in)
+		cs, ps, err := p.Join(ctx, in)
 		if err != nil {
 			t.Fatalf("Judge: %v", err)
 		}
@@ -46,7 +46,7 @@ func FuzzInput(f *testing.F) {
 			t.Errorf("Conflicts() and Judge() differ (-judge +conflicts):\n%s", diff)
 		}
 		// Claims kept with the pods, as in a request, only save work.
-		dcs, dps, err := p.Judge(ctx, described(t, p, in))
+		dcs, dps, err := p.Join(ctx, described(t, p, in))
 		if err != nil {
 			t.Fatalf("Judge of described pods: %v", err)
 		}

@@ -9,10 +9,10 @@ import (
 	"testing/fstest"
 
 	"github.com/open-policy-agent/opa/v1/bundle"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // skipTests is the loader filter that leaves *_test.rego modules out, as
@@ -132,45 +132,22 @@ const (
 	hostnameLabel  = "kubernetes.io/hostname"
 )
 
-func redis(instance, component, shard string) map[string]string {
-	l := map[string]string{nameLabel: "redis", instanceLabel: instance, componentLabel: component}
-	if shard != "" {
-		l[shardLabel] = shard
-	}
-	return l
-}
-
-// es labels a pod of the Elasticsearch cluster "logs".
-func es(component string) map[string]string {
-	return map[string]string{nameLabel: "elasticsearch", instanceLabel: "logs", componentLabel: component}
-}
-
 func eck(cluster, data string) map[string]string {
 	return map[string]string{eckCluster: cluster, eckData: data}
-}
-
-// pod is a pod of namespace shop; node "" makes it pending.
-func pod(name, uid, node string, labels map[string]string) *model.Pod {
-	return &model.Pod{Namespace: "shop", Name: name, UID: types.UID(uid), Labels: model.NewLabels(labels), Node: node}
-}
-
-func inNamespace(ns string, p *model.Pod) *model.Pod {
-	p.Namespace = ns
-	return p
 }
 
 // redisCluster is a pending replica of shard 0 and the six bound pods of a
 // three-shard Redis cluster.
 func redisCluster() *Input {
 	in := &Input{
-		Pod:   pod("cache-0-replica-1", "pending", "", redis("cache", "replica", "0")),
+		Pod:   fixture.MakePod().Namespace("shop").Name("cache-0-replica-1").UID("pending").Redis("cache", "replica", "0").Model(),
 		Nodes: map[string]map[string]string{},
 	}
 	for shard := range 3 {
 		for i, role := range []string{"master", "replica"} {
 			node := fmt.Sprintf("node-%d", shard*2+i)
 			name := fmt.Sprintf("cache-%d-%s", shard, role)
-			in.Peers = append(in.Peers, pod(name, "uid-"+name, node, redis("cache", role, fmt.Sprint(shard))))
+			in.Peers = append(in.Peers, fixture.MakePod().Namespace("shop").Name(name).Redis("cache", role, fmt.Sprint(shard)).Node(node).Model())
 			in.Nodes[node] = map[string]string{zoneLabel: fmt.Sprintf("zone-%d", i), hostnameLabel: node}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing/fstest"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // malformed gives a pod labelled bad=<name> the claims of that name, and
@@ -49,7 +50,7 @@ func TestMalformedResults(t *testing.T) {
 	ctx := context.Background()
 	ok := map[string]string{"app": "a"}
 	bad := func(what string, node string) *model.Pod {
-		return pod("p", "u-"+node, node, map[string]string{"app": "a", "bad": what})
+		return fixture.MakePod().Namespace("shop").Name("p").UID("u-" + node).Labels(map[string]string{"app": "a", "bad": what}).Node(node).Model()
 	}
 	// Each way a pod is described: marks are read from a peer, separate
 	// and spread from the pending pod.
@@ -62,11 +63,15 @@ func TestMalformedResults(t *testing.T) {
 		},
 		"DescribePending": func(what string) error { _, _, err := p.DescribePending(ctx, bad(what, "")); return err },
 		"Judge as peer": func(what string) error {
-			_, _, err := p.Judge(ctx, &Input{Pod: pod("q", "q", "", ok), Peers: []*model.Pod{bad(what, "node-0")}})
+			_, _, err := p.Join(ctx,
+				&Input{Pod: fixture.MakePod().Namespace("shop").Name("q").UID("q").Labels(ok).Model(), Peers: []*model.Pod{bad(what, "node-0")}},
+			)
 			return err
 		},
 		"Judge as pending": func(what string) error {
-			_, _, err := p.Judge(ctx, &Input{Pod: bad(what, ""), Peers: []*model.Pod{pod("q", "q", "node-0", ok)}})
+			_, _, err := p.Join(ctx,
+				&Input{Pod: bad(what, ""), Peers: []*model.Pod{fixture.MakePod().Namespace("shop").Name("q").UID("q").Labels(ok).Node("node-0").Model()}},
+			)
 			return err
 		},
 	}
@@ -117,7 +122,7 @@ func TestCachedClaimsHeap(t *testing.T) {
 	const n = 2000
 	pods := make([]*model.Pod, n)
 	for i := range pods {
-		pods[i] = pod(fmt.Sprintf("cache-%d-0", i), fmt.Sprint(i), "node-1", redis(fmt.Sprintf("cache-%d", i), "master", "0"))
+		pods[i] = fixture.MakePod().Namespace("shop").Name(fmt.Sprintf("cache-%d-0", i)).UID(fmt.Sprint(i)).Redis(fmt.Sprintf("cache-%d", i), "master", "0").Node("node-1").Model()
 	}
 	keep := make([]*model.Claims, n)
 	var before, after runtime.MemStats

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // slowBinder is an API server, over real HTTP, whose binding commits and
@@ -61,8 +63,8 @@ func (s *slowBinder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // placement, so that the pod's peer is not let onto the same node.
 func TestTimedOutBindingThatCommittedKeepsItsPlacement(t *testing.T) {
 	d, fakeClient := newDecider(t, nil, prometheus.NewRegistry())
-	a := redis("cache-0-master", "master", "0", "", 0)
-	b := redis("cache-1-master", "master", "1", "", 0)
+	a := fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Model()
+	b := fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Model()
 	createPending(t, fakeClient, b)
 	obj := podObject(a)
 	obj.Spec.NodeName = ""

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -81,8 +82,8 @@ func TestBindBurst(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	d, client := newDecider(t, nil, reg)
 	bindLikeAPIServer(client)
-	a := redis("cache-0-master", "master", "0", "", 0)
-	b := redis("cache-1-master", "master", "1", "", 0)
+	a := fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Model()
+	b := fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Model()
 	createPending(t, client, a)
 	createPending(t, client, b)
 
@@ -144,7 +145,7 @@ func TestBindCases(t *testing.T) {
 		{
 			name: "pod never filtered here is read from the API",
 			setup: func(t *testing.T, client *fake.Clientset) *extenderv1.ExtenderBindingArgs {
-				p := esData("es-data-1", "")
+				p := fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Model()
 				createPending(t, client, p)
 				return bindArgs(p, "node-2")
 			},
@@ -153,7 +154,7 @@ func TestBindCases(t *testing.T) {
 		{
 			name: "retry of a bind that went through succeeds",
 			setup: func(t *testing.T, client *fake.Clientset) *extenderv1.ExtenderBindingArgs {
-				p := esData("es-data-1", "")
+				p := fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Model()
 				createPending(t, client, p)
 				obj, _ := client.CoreV1().Pods(p.Namespace).Get(context.Background(), p.Name, metav1.GetOptions{})
 				obj.Spec.NodeName = "node-3"
@@ -167,7 +168,7 @@ func TestBindCases(t *testing.T) {
 		{
 			name: "pod already bound elsewhere is an error",
 			setup: func(t *testing.T, client *fake.Clientset) *extenderv1.ExtenderBindingArgs {
-				p := esData("es-data-1", "")
+				p := fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Model()
 				createPending(t, client, p)
 				obj, _ := client.CoreV1().Pods(p.Namespace).Get(context.Background(), p.Name, metav1.GetOptions{})
 				obj.Spec.NodeName = "node-4"
@@ -182,14 +183,14 @@ func TestBindCases(t *testing.T) {
 		{
 			name: "unknown pod is an error",
 			setup: func(*testing.T, *fake.Clientset) *extenderv1.ExtenderBindingArgs {
-				return bindArgs(esData("es-data-9", ""), "node-1")
+				return bindArgs(fixture.MakePod().Namespace("logs").Name("es-data-9").Elasticsearch("es", "data").Model(), "node-1")
 			},
 			wantErr: `reading pod logs/es-data-9 to bind: pods "es-data-9" not found`,
 		},
 		{
 			name: "replaced pod (other UID) is an error",
 			setup: func(t *testing.T, client *fake.Clientset) *extenderv1.ExtenderBindingArgs {
-				p := esData("es-data-1", "")
+				p := fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Model()
 				createPending(t, client, p)
 				args := bindArgs(p, "node-1")
 				args.PodUID = "old-uid"
@@ -200,7 +201,7 @@ func TestBindCases(t *testing.T) {
 		{
 			name: "conflict with a bound peer is refused",
 			setup: func(t *testing.T, client *fake.Clientset) *extenderv1.ExtenderBindingArgs {
-				p := esData("es-data-1", "")
+				p := fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Model()
 				createPending(t, client, p)
 				return bindArgs(p, "node-1") // es-data-0 is there
 			},
@@ -209,7 +210,10 @@ func TestBindCases(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, client := newDecider(t, []*model.Pod{esData("es-data-0", "node-1")}, prometheus.NewRegistry())
+			d, client := newDecider(t,
+				[]*model.Pod{fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").Node("node-1").Model()},
+				prometheus.NewRegistry(),
+			)
 			bindLikeAPIServer(client)
 			args := tt.setup(t, client)
 			err := d.Bind(ctx, args)
@@ -220,7 +224,7 @@ func TestBindCases(t *testing.T) {
 				t.Fatalf("Bind() error = %v, want one containing %q", err, tt.wantErr)
 			}
 			if tt.want != "" {
-				if got := nodeOf(t, client, esData(args.PodName, "")); got != tt.want {
+				if got := nodeOf(t, client, fixture.MakePod().Namespace("logs").Name(args.PodName).Elasticsearch("es", "data").Model()); got != tt.want {
 					t.Errorf("pod on %q, want %q", got, tt.want)
 				}
 			}
@@ -276,8 +280,8 @@ func TestBindRecordsThePlacementBeforeTheAPIBinding(t *testing.T) {
 				}
 				return false, nil, nil // on to bindLikeAPIServer
 			})
-			a := redis("cache-0-master", "master", "0", "", 0)
-			b := redis("cache-1-master", "master", "1", "", 0)
+			a := fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Model()
+			b := fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Model()
 			createPending(t, client, a)
 			createPending(t, client, b)
 			all := names("node-1", "node-2")

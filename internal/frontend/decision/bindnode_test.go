@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // addNode creates node in the API and waits until d's cache knows it.
@@ -77,7 +77,7 @@ func TestBindChecksTheNodeAgainstThePod(t *testing.T) {
 			for _, n := range nodes {
 				addNode(t, d, client.CoreV1().Nodes(), n)
 			}
-			p := &model.Pod{Namespace: "shop", Name: "web-0", UID: "uid-web-0"}
+			p := fixture.MakePod().Namespace("shop").Name("web-0").Model()
 			obj := profilePod(p, testScheduler)
 			for _, f := range tt.spec {
 				f(obj)

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // slowPolicy groups every pod, and describes one labelled slow=yes for
@@ -33,8 +33,7 @@ claims := {"marks": {"m": "slow"}, "separate": [], "spread": []} if {
 // that says so and names the pod, within about EvalTimeout.
 func TestVerbsStopARunawayPolicy(t *testing.T) {
 	const timeout = 200 * time.Millisecond
-	slow := &model.Pod{Namespace: "shop", Name: "slow-0", UID: "uid-slow-0",
-		Labels: model.NewLabels(map[string]string{"slow": "yes"})}
+	slow := fixture.MakePod().Namespace("shop").Name("slow-0").Label("slow", "yes").Model()
 	args := func() *extenderv1.ExtenderArgs {
 		return &extenderv1.ExtenderArgs{Pod: pendingPod(slow), NodeNames: names("node-1", "node-2")}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/regosched/regosched/internal/core/model"
 	"github.com/regosched/regosched/internal/core/placement"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 func TestNoPolicy(t *testing.T) {
@@ -25,7 +26,8 @@ func TestNoPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := &extenderv1.ExtenderArgs{Pod: pendingPod(esData("es-data-0", "")), NodeNames: names("node-1")}
+	pod := fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").Model()
+	args := &extenderv1.ExtenderArgs{Pod: pendingPod(pod), NodeNames: names("node-1")}
 	if _, err := d.FilterAnswer(context.Background(), args); !errors.Is(err, ErrNoPolicy) {
 		t.Errorf("Filter() error = %v, want ErrNoPolicy", err)
 	}
@@ -38,14 +40,17 @@ func TestNoPolicy(t *testing.T) {
 // entry (pod, node, rule, reason, peer, policy revision), in filter and in
 // bind's commit-time check alike.
 func TestDenialsAreLogged(t *testing.T) {
-	d, client := newDecider(t, []*model.Pod{esData("es-data-0", "node-1")}, prometheus.NewRegistry())
+	d, client := newDecider(t,
+		[]*model.Pod{fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").Node("node-1").Model()},
+		prometheus.NewRegistry(),
+	)
 	bindLikeAPIServer(client)
 	log, hook := logtest.NewNullLogger()
 	d.log = log
 	if err := d.newJudge(nil); err != nil {
 		t.Fatal(err)
 	}
-	pending := esData("es-data-1", "")
+	pending := fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Model()
 	createPending(t, client, pending)
 	if _, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{
 		Pod: pendingPod(pending), NodeNames: names("node-1", "node-2"),

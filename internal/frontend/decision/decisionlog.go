@@ -30,49 +30,35 @@ import (
 // are not listed: they may be most of a large cluster, and carry no rule
 // or peer (a total penalty).
 
-// logFilter gives filter's event: s is nil when the pod could not be
-// described, v nil on error.
+// logFilter gives filter's event: f and a are nil on error.
 func (d *Decider) logFilter(start time.Time, args *extenderv1.ExtenderArgs, f *judge.Filtered, a *FilterAnswer, err error) {
-	e := decisionlog.Event{Verb: decisionlog.VerbFilter, Pod: decisionlog.PodOf(args.Pod), Duration: time.Since(start)}
-	e.Nodes, e.NodeCount, e.Truncated = loggedCandidates(args)
+	dec := decisionlog.Decision{Verb: decisionlog.VerbFilter, Pod: decisionlog.PodOf(args.Pod), Err: err, Took: time.Since(start)}
+	dec.Nodes, dec.NodeCount = loggedCandidates(args)
 	pol := d.policies.Load()
 	if f != nil {
 		pol = f.Subject.Policy
-	}
-	e.Bundles = decisionlog.BundlesOf(pol)
-	switch {
-	case err != nil:
-		e.Outcome, e.Error = decisionlog.OutcomeError, err.Error()
-	case len(a.kept) > 0:
-		e.Outcome = decisionlog.OutcomeFeasible
-	default:
-		e.Outcome = decisionlog.OutcomeUnschedulable
-	}
-	if err == nil {
+		dec.Refused = len(f.Refused)
 		for _, r := range f.Refused {
-			e.Denied = decisionlog.DenialsOf(e.Denied, r.Conflicts, f.Subject.PeerName)
+			dec.Denied = decisionlog.DenialsOf(dec.Denied, r.Conflicts, f.Subject.PeerName)
 		}
 	}
-	d.opts.DecisionLog.Enqueue(e)
+	dec.Bundles = decisionlog.BundlesOf(pol)
+	d.opts.DecisionLog.Enqueue(decisionlog.EventOf(dec))
 }
 
-// loggedCandidates are the candidates an event lists, their number, and
-// the truncation to name: a request's NodeNames as they are (Enqueue cuts
-// and copies them), or the names of at most MaxListed of its full Nodes.
-func loggedCandidates(args *extenderv1.ExtenderArgs) (nodes []string, count int, truncated []string) {
+// loggedCandidates are the candidates an event lists and their number: a
+// request's NodeNames as they are (Enqueue cuts and copies them), or the
+// names of at most MaxListed of its full Nodes.
+func loggedCandidates(args *extenderv1.ExtenderArgs) (nodes []string, count int) {
 	if args.NodeNames != nil || args.Nodes == nil {
-		return candidateNames(args), 0, nil // Enqueue counts and cuts
+		return candidateNames(args), 0 // Enqueue counts and cuts
 	}
 	items := args.Nodes.Items
-	n := min(len(items), decisionlog.MaxListed)
-	nodes = make([]string, n)
-	for i := range n {
+	nodes = make([]string, min(len(items), decisionlog.MaxListed))
+	for i := range nodes {
 		nodes[i] = items[i].Name
 	}
-	if len(items) > n {
-		truncated = []string{decisionlog.TruncatedNodes}
-	}
-	return nodes, len(items), truncated
+	return nodes, len(items)
 }
 
 // scoreRecord gathers prioritize's event while its scores are ranged
@@ -100,21 +86,10 @@ func (r *scoreRecord) log(d *Decider, args *extenderv1.ExtenderArgs, pol *policy
 	if r == nil {
 		return
 	}
-	e := decisionlog.Event{Verb: decisionlog.VerbPrioritize, Pod: decisionlog.PodOf(args.Pod),
-		Bundles: decisionlog.BundlesOf(pol), Scores: r.scores, Duration: time.Since(r.start)}
-	e.Nodes, e.NodeCount, e.Truncated = loggedCandidates(args)
-	if r.truncated {
-		e.Truncated = append(e.Truncated, decisionlog.TruncatedScores)
-	}
-	switch {
-	case err != nil:
-		e.Outcome, e.Error = decisionlog.OutcomeError, err.Error()
-	case len(r.scores) > 0:
-		e.Outcome = decisionlog.OutcomeScored
-	default:
-		e.Outcome = decisionlog.OutcomeNoPreference
-	}
-	d.opts.DecisionLog.Enqueue(e)
+	dec := decisionlog.Decision{Verb: decisionlog.VerbPrioritize, Pod: decisionlog.PodOf(args.Pod), Bundles: decisionlog.BundlesOf(pol),
+		Scores: r.scores, ScoresCut: r.truncated, Err: err, Took: time.Since(r.start)}
+	dec.Nodes, dec.NodeCount = loggedCandidates(args)
+	d.opts.DecisionLog.Enqueue(decisionlog.EventOf(dec))
 }
 
 // logPreempt gives preempt's event: the candidates asked about, and the
@@ -123,33 +98,27 @@ func (r *scoreRecord) log(d *Decider, args *extenderv1.ExtenderArgs, pol *policy
 // preemption candidates (at most 100 by default), each of which preempt
 // has visited already.
 func (d *Decider) logPreempt(start time.Time, args *extenderv1.ExtenderPreemptionArgs, s *judge.Subject, res *extenderv1.ExtenderPreemptionResult, err error) {
-	e := decisionlog.Event{Verb: decisionlog.VerbPreempt, Pod: decisionlog.PodOf(args.Pod), Duration: time.Since(start)}
-	e.NodeCount = len(args.NodeNameToMetaVictims) + len(args.NodeNameToVictims)
+	dec := decisionlog.Decision{Verb: decisionlog.VerbPreempt, Pod: decisionlog.PodOf(args.Pod), Err: err, Took: time.Since(start),
+		NodeCount: len(args.NodeNameToMetaVictims) + len(args.NodeNameToVictims)}
+	pol := d.policies.Load()
 	if s != nil {
-		e.Bundles = decisionlog.BundlesOf(s.Policy)
-	} else {
-		e.Bundles = decisionlog.BundlesOf(d.policies.Load())
+		pol = s.Policy
 	}
-	switch {
-	case err != nil:
-		e.Outcome, e.Error = decisionlog.OutcomeError, err.Error()
-	case len(res.NodeNameToMetaVictims) == 0:
-		e.Outcome = decisionlog.OutcomeUnschedulable
-	default:
-		e.Outcome = decisionlog.OutcomeFeasible
+	dec.Bundles = decisionlog.BundlesOf(pol)
+	if err == nil {
 		for node, mv := range res.NodeNameToMetaVictims {
-			if len(e.Victims) == decisionlog.MaxListed {
-				e.Truncated = []string{decisionlog.TruncatedVictims}
+			if len(dec.Victims) == decisionlog.MaxListed {
+				dec.VictimsCut = true
 				break
 			}
 			v := decisionlog.Victim{Node: node}
 			for _, p := range mv.Pods {
 				v.Pods = append(v.Pods, d.podName(s, types.UID(p.UID)))
 			}
-			e.Victims = append(e.Victims, v)
+			dec.Victims = append(dec.Victims, v)
 		}
 	}
-	d.opts.DecisionLog.Enqueue(e)
+	d.opts.DecisionLog.Enqueue(decisionlog.EventOf(dec))
 }
 
 // podName names the pod uid by namespace/name when s or the placements
@@ -178,23 +147,13 @@ type bindRecord struct {
 // logBind gives bind's event. The request names the pod only; its labels
 // are not logged.
 func (d *Decider) logBind(rec *bindRecord, args *extenderv1.ExtenderBindingArgs, err error) {
-	e := decisionlog.Event{
-		Verb: decisionlog.VerbBind,
-		Pod:  decisionlog.Pod{Namespace: args.PodNamespace, Name: args.PodName, UID: string(args.PodUID)},
-		Node: args.Node, Denied: rec.denied, Duration: time.Since(rec.start),
-	}
 	pol := rec.policy
 	if pol == nil {
 		pol = d.policies.Load()
 	}
-	e.Bundles = decisionlog.BundlesOf(pol)
-	switch {
-	case err == nil:
-		e.Outcome = decisionlog.OutcomeBound
-	case errors.Is(err, ErrRefused):
-		e.Outcome, e.Error = decisionlog.OutcomeRefused, err.Error()
-	default:
-		e.Outcome, e.Error = decisionlog.OutcomeError, err.Error()
-	}
-	d.opts.DecisionLog.Enqueue(e)
+	d.opts.DecisionLog.Enqueue(decisionlog.EventOf(decisionlog.Decision{
+		Verb: decisionlog.VerbBind, Pod: decisionlog.Pod{Namespace: args.PodNamespace, Name: args.PodName, UID: string(args.PodUID)},
+		Bundles: decisionlog.BundlesOf(pol), Node: args.Node, Denied: rec.denied,
+		Err: err, BindRefused: errors.Is(err, ErrRefused), Took: time.Since(rec.start),
+	}))
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/regosched/regosched/internal/core/model"
 	"github.com/regosched/regosched/internal/ops/decisionlog"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // recordLog keeps every event it is given.
@@ -67,7 +68,7 @@ func logPod(p *model.Pod) decisionlog.Pod {
 
 func TestDecisionLogFilter(t *testing.T) {
 	candidates := []string{"node-1", "node-2", "node-3", "node-4"}
-	master := redis("cache-0-master", "master", "0", "", 0)
+	master := fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Node("").Priority(0).Model()
 	tests := []struct {
 		name  string
 		pod   *model.Pod
@@ -83,7 +84,7 @@ func TestDecisionLogFilter(t *testing.T) {
 		{
 			name:  "a master denied the node of another master, with rule and peer",
 			pod:   master,
-			peers: []*model.Pod{redis("cache-1-master", "master", "1", "node-2", 0)},
+			peers: []*model.Pod{fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Node("node-2").Priority(0).Model()},
 			want: decisionlog.Event{Outcome: decisionlog.OutcomeFeasible, Denied: []decisionlog.Denial{
 				{Node: "node-2", Rule: "redis-masters", Peer: "shop/cache-1-master"},
 			}},
@@ -91,7 +92,7 @@ func TestDecisionLogFilter(t *testing.T) {
 		{
 			name:  "every candidate denied: unschedulable",
 			pod:   master,
-			peers: []*model.Pod{redis("cache-1-master", "master", "1", "node-2", 0)},
+			peers: []*model.Pod{fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Node("node-2").Priority(0).Model()},
 			nodes: []string{"node-2"},
 			want: decisionlog.Event{Outcome: decisionlog.OutcomeUnschedulable, Denied: []decisionlog.Denial{
 				{Node: "node-2", Rule: "redis-masters", Peer: "shop/cache-1-master"},
@@ -123,7 +124,7 @@ func TestDecisionLogErrors(t *testing.T) {
 	rec := &recordLog{}
 	d, _ := newDeciderWith(t, nil, prometheus.NewRegistry(), Options{DecisionLog: rec})
 	d.policies = staticPolicies{} // no policy is active
-	pod := redis("cache-0-master", "master", "0", "", 0)
+	pod := fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Node("").Priority(0).Model()
 	calls := []struct {
 		verb decisionlog.Verb
 		call func() error
@@ -168,16 +169,16 @@ func TestDecisionLogPrioritize(t *testing.T) {
 	}{
 		{
 			name: "no peers, no preference",
-			pod:  redis("cache-0-master", "master", "0", "", 0),
+			pod:  fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Node("").Priority(0).Model(),
 			want: decisionlog.Event{Outcome: decisionlog.OutcomeNoPreference},
 		},
 		{
 			// As TestPrioritize: scores 0, 7, 10, 3; those below 10 listed.
 			name: "the penalised candidates' scores",
-			pod:  redis("cache-0-replica", "replica", "0", "", 0),
+			pod:  fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Node("").Priority(0).Model(),
 			peers: []*model.Pod{
-				redis("cache-0-master", "master", "0", "node-1", 0),
-				redis("cache-1-master", "master", "1", "node-2", 0),
+				fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Node("node-1").Priority(0).Model(),
+				fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Node("node-2").Priority(0).Model(),
 			},
 			want: decisionlog.Event{Outcome: decisionlog.OutcomeScored, Scores: map[string]int64{"node-1": 0, "node-2": 7, "node-4": 3}},
 		},
@@ -209,11 +210,11 @@ func TestDecisionLogPrioritizeBounded(t *testing.T) {
 	// penalises all of them.
 	var peers []*model.Pod
 	for i := 1; i < 300; i++ {
-		peers = append(peers, esData(fmt.Sprintf("es-data-p%d", i), candidates[i]))
+		peers = append(peers, fixture.MakePod().Namespace("logs").Name(fmt.Sprintf("es-data-p%d", i)).Elasticsearch("es", "data").Node(candidates[i]).Model())
 	}
 	rec := &recordLog{}
 	d, _ := newDeciderWith(t, peers, prometheus.NewRegistry(), Options{DecisionLog: rec})
-	if _, err := d.PrioritizeList(context.Background(), &extenderv1.ExtenderArgs{Pod: pendingPod(esData("es-data-new", "")), NodeNames: &candidates}); err != nil {
+	if _, err := d.PrioritizeList(context.Background(), &extenderv1.ExtenderArgs{Pod: pendingPod(fixture.MakePod().Namespace("logs").Name("es-data-new").Elasticsearch("es", "data").Node("").Model()), NodeNames: &candidates}); err != nil {
 		t.Fatal(err)
 	}
 	got := rec.only(t)
@@ -226,10 +227,10 @@ func TestDecisionLogPrioritizeBounded(t *testing.T) {
 
 func TestDecisionLogPreempt(t *testing.T) {
 	bound := []*model.Pod{
-		redis("cache-0-replica", "replica", "0", "node-1", 0), // low priority, conflicts with master 0
-		redis("cache-1-master", "master", "1", "node-2", 0),   // low priority, but protected
+		fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Node("node-1").Priority(0).Model(), // low priority, conflicts with master 0
+		fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Node("node-2").Priority(0).Model(),   // low priority, but protected
 	}
-	pod := redis("cache-0-master", "master", "0", "", 1000)
+	pod := fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Node("").Priority(1000).Model()
 	tests := []struct {
 		name string
 		args map[string]*extenderv1.MetaVictims
@@ -270,8 +271,8 @@ func TestDecisionLogPreempt(t *testing.T) {
 }
 
 func TestDecisionLogBind(t *testing.T) {
-	other := redis("cache-1-master", "master", "1", "node-2", 0)
-	pod := redis("cache-0-master", "master", "0", "", 0)
+	other := fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Node("node-2").Priority(0).Model()
+	pod := fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Node("").Priority(0).Model()
 	tests := []struct {
 		name    string
 		node    string
@@ -339,13 +340,13 @@ func TestDecisionLogStalledSinkNeverBlocks(t *testing.T) {
 		defer cancel()
 		_ = l.Close(ctx)
 	}()
-	peers := []*model.Pod{redis("cache-1-master", "master", "1", "node-2", 0)}
+	peers := []*model.Pod{fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Node("node-2").Priority(0).Model()}
 	d, client := newDeciderWith(t, peers, prometheus.NewRegistry(), Options{DecisionLog: l})
 	bindLikeAPIServer(client)
 	const calls = 200
 	start := time.Now()
 	for i := range calls {
-		pod := redis(fmt.Sprintf("cache-%d-replica", i+2), "replica", fmt.Sprint(i+2), "", 0)
+		pod := fixture.MakePod().Namespace("shop").Name(fmt.Sprintf("cache-%d-replica", i+2)).Redis("cache", "replica", fmt.Sprint(i+2)).Model()
 		if _, err := d.Filter(context.Background(), &extenderv1.ExtenderArgs{Pod: pendingPod(pod), NodeNames: names("node-1", "node-2", "node-3")}); err != nil {
 			t.Fatal(err)
 		}

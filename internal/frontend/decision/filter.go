@@ -131,9 +131,7 @@ func (d *Decider) filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*F
 	if d.opts.Shadow != nil && len(s.Peers) > 0 {
 		// The hard rules' answers alone: the shadow compares those, off
 		// this request.
-		r := shadow.NewFilterRequest(s.Pod, s.Peers, f.Candidates, f.Verdict.Denied())
-		r.Penalties = f.Penalties() // the judge's, never changed after
-		d.opts.Shadow.Offer(r)
+		d.opts.Shadow.Offer(shadow.FilterRequestOf(f, f.Candidates))
 	}
 	if len(a.kept) > 0 && d.isPendingPod(ctx, s, pending) {
 		// From now until its binding is seen, this pod holds its peers'

@@ -11,6 +11,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // nodeList is the Node objects a scheduler without nodeCacheCapable sends
@@ -18,7 +19,7 @@ import (
 func nodeList(names ...string) *v1.NodeList {
 	l := &v1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "7"}}
 	for _, n := range names {
-		l.Items = append(l.Items, v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: zones[n]}})
+		l.Items = append(l.Items, *fixture.MakeNode().Name(n).Labels(zones[n]).Obj())
 	}
 	return l
 }
@@ -60,8 +61,11 @@ func TestFilterLeavesArgsAsTheyCame(t *testing.T) {
 	candidates := []string{"node-1", "node-2", "node-3", "node-4"}
 	// es-data-1 may not share a node with its peers on node-1 and node-3:
 	// kept candidates that do not start the list would be moved in place.
-	peers := []*model.Pod{esData("es-data-0", "node-1"), esData("es-data-2", "node-3")}
-	pod := pendingPod(esData("es-data-1", ""))
+	peers := []*model.Pod{
+		fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").Node("node-1").Model(),
+		fixture.MakePod().Namespace("logs").Name("es-data-2").Elasticsearch("es", "data").Node("node-3").Model(),
+	}
+	pod := pendingPod(fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Model())
 	tests := []struct {
 		name     string
 		peers    []*model.Pod

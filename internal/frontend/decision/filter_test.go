@@ -18,6 +18,7 @@ import (
 	"github.com/regosched/regosched/internal/core/model"
 	"github.com/regosched/regosched/internal/core/placement"
 	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 func TestFilter(t *testing.T) {
@@ -30,21 +31,21 @@ func TestFilter(t *testing.T) {
 	}{
 		{
 			name: "pod no rule applies to passes every node",
-			pod:  &model.Pod{Namespace: "shop", Name: "web", UID: "web", Labels: model.NewLabels(map[string]string{"app": "web"})},
+			pod:  fixture.MakePod().Namespace("shop").Name("web").UID("web").Label("app", "web").Model(),
 			want: &extenderv1.ExtenderFilterResult{NodeNames: names(candidates...)},
 		},
 		{
 			name:  "first master of a cluster passes every node",
-			pod:   redis("cache-0-master", "master", "0", "", 0),
+			pod:   fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Model(),
 			peers: nil,
 			want:  &extenderv1.ExtenderFilterResult{NodeNames: names(candidates...)},
 		},
 		{
 			name: "two masters never share a node; equal priority is unresolvable",
-			pod:  redis("cache-0-master", "master", "0", "", 0),
+			pod:  fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Model(),
 			peers: []*model.Pod{
-				redis("cache-1-master", "master", "1", "node-2", 0),
-				redis("cache-1-replica", "replica", "1", "node-3", 0),
+				fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Node("node-2").Model(),
+				fixture.MakePod().Namespace("shop").Name("cache-1-replica").Redis("cache", "replica", "1").Node("node-3").Model(),
 			},
 			want: &extenderv1.ExtenderFilterResult{
 				NodeNames:   names("node-1", "node-3", "node-4"),
@@ -56,9 +57,9 @@ func TestFilter(t *testing.T) {
 		},
 		{
 			name: "a lower-priority conflicting peer can be preempted",
-			pod:  redis("cache-0-master", "master", "0", "", 1000),
+			pod:  fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Priority(1000).Model(),
 			peers: []*model.Pod{
-				redis("cache-0-replica", "replica", "0", "node-2", 0),
+				fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Node("node-2").Model(),
 			},
 			want: &extenderv1.ExtenderFilterResult{
 				NodeNames: names("node-1", "node-3", "node-4"),
@@ -73,9 +74,9 @@ func TestFilter(t *testing.T) {
 			// once reported the node resolvable and left the master to its
 			// preempt verb, while the plugin had default preemption evict it.
 			name: "a lower-priority master the policy protects cannot be preempted",
-			pod:  redis("cache-0-master", "master", "0", "", 1000),
+			pod:  fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Priority(1000).Model(),
 			peers: []*model.Pod{
-				redis("cache-1-master", "master", "1", "node-2", 0),
+				fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Node("node-2").Model(),
 			},
 			want: &extenderv1.ExtenderFilterResult{
 				NodeNames:   names("node-1", "node-3", "node-4"),
@@ -87,11 +88,11 @@ func TestFilter(t *testing.T) {
 		},
 		{
 			name: "replica avoids the master of its own shard only",
-			pod:  redis("cache-0-replica", "replica", "0", "", 0),
+			pod:  fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Model(),
 			peers: []*model.Pod{
-				redis("cache-0-master", "master", "0", "node-1", 0),
-				redis("cache-1-master", "master", "1", "node-2", 0),
-				redis("cache-1-replica", "replica", "1", "node-3", 0),
+				fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Node("node-1").Model(),
+				fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Node("node-2").Model(),
+				fixture.MakePod().Namespace("shop").Name("cache-1-replica").Redis("cache", "replica", "1").Node("node-3").Model(),
 			},
 			want: &extenderv1.ExtenderFilterResult{
 				NodeNames:   names("node-2", "node-3", "node-4"),
@@ -103,10 +104,10 @@ func TestFilter(t *testing.T) {
 		},
 		{
 			name: "several conflicts on one node are all named, in order",
-			pod:  redis("cache-0-master", "master", "0", "", 0),
+			pod:  fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Model(),
 			peers: []*model.Pod{
-				redis("cache-1-master", "master", "1", "node-4", 0),
-				redis("cache-0-replica", "replica", "0", "node-4", 0),
+				fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Node("node-4").Model(),
+				fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Node("node-4").Model(),
 			},
 			want: &extenderv1.ExtenderFilterResult{
 				NodeNames:   names("node-1", "node-2", "node-3"),
@@ -119,9 +120,9 @@ func TestFilter(t *testing.T) {
 		},
 		{
 			name: "a conflict on a node that is not a candidate changes nothing",
-			pod:  esData("es-data-2", ""),
+			pod:  fixture.MakePod().Namespace("logs").Name("es-data-2").Elasticsearch("es", "data").Model(),
 			peers: []*model.Pod{
-				esData("es-data-0", "node-9"),
+				fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").Node("node-9").Model(),
 			},
 			want: &extenderv1.ExtenderFilterResult{
 				NodeNames:                  names(candidates...),
@@ -149,13 +150,17 @@ func TestFilter(t *testing.T) {
 func TestFilterFullNodes(t *testing.T) {
 	// A scheduler without nodeCacheCapable sends and expects Node objects.
 	d, _ := newDecider(t, []*model.Pod{
-		esData("es-data-0", "node-1"), esData("es-data-1", "node-3"),
+		fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").Node("node-1").Model(),
+		fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Node("node-3").Model(),
 	}, prometheus.NewRegistry())
 	nodes := &v1.NodeList{}
 	for _, n := range []string{"node-1", "node-2", "node-3"} {
 		nodes.Items = append(nodes.Items, v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: zones[n]}})
 	}
-	got, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{Pod: pendingPod(esData("es-data-2", "")), Nodes: nodes})
+	got, err := d.FilterAnswer(
+		context.Background(),
+		&extenderv1.ExtenderArgs{Pod: pendingPod(fixture.MakePod().Namespace("logs").Name("es-data-2").Elasticsearch("es", "data").Model()), Nodes: nodes},
+	)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,9 +179,9 @@ func TestFilterFullNodes(t *testing.T) {
 
 func TestFilterCountsDenials(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	d, _ := newDecider(t, []*model.Pod{esData("es-data-0", "node-1")}, reg)
+	d, _ := newDecider(t, []*model.Pod{fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").Node("node-1").Model()}, reg)
 	if _, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{
-		Pod: pendingPod(esData("es-data-1", "")), NodeNames: names("node-1", "node-2"),
+		Pod: pendingPod(fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Model()), NodeNames: names("node-1", "node-2"),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +201,7 @@ regosched_filter_denials_total{resolvable="false",rule="elasticsearch-data"} 1
 // (over one clientset) still holds es-data-0 on node-1; the API (another
 // clientset) says otherwise.
 func TestFilterRefreshesStalePeersBeforeRefusingEverything(t *testing.T) {
-	peer := esData("es-data-0", "node-1")
+	peer := fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").Node("node-1").Model()
 	relabelled := podObject(peer)
 	relabelled.Labels = map[string]string{
 		"app.kubernetes.io/name": "elasticsearch", "app.kubernetes.io/instance": "es", "app.kubernetes.io/component": "master",
@@ -215,7 +220,7 @@ func TestFilterRefreshesStalePeersBeforeRefusingEverything(t *testing.T) {
 			d, _ := newDecider(t, []*model.Pod{peer}, prometheus.NewRegistry())
 			// The pending pod is the profile's, in the API: only such a pod's
 			// filter call may spend reads on its peers.
-			pending := esData("es-data-1", "")
+			pending := fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Model()
 			d.opts.Client = fake.NewClientset(append(tt.api, profilePod(pending, testScheduler))...)
 			if err := d.newJudge(nil); err != nil {
 				t.Fatal(err)
@@ -239,8 +244,11 @@ func TestFilterRefreshesStalePeersBeforeRefusingEverything(t *testing.T) {
 // a role no rule concerns), so the decision always follows the request.
 func TestFilterUsesPendingDescriptions(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	d, client := newDecider(t, []*model.Pod{esData("es-data-0", "node-1")}, reg)
-	pending := esData("es-data-1", "")
+	d, client := newDecider(t,
+		[]*model.Pod{fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").Node("node-1").Model()},
+		reg,
+	)
+	pending := fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Model()
 	obj := pendingPod(pending)
 	obj.Spec.SchedulerName = "regosched"
 	if _, err := client.CoreV1().Pods(obj.Namespace).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {

@@ -11,9 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/regosched/regosched/internal/core/bundles"
@@ -21,6 +19,7 @@ import (
 	"github.com/regosched/regosched/internal/core/placement"
 	"github.com/regosched/regosched/internal/core/policy"
 	"github.com/regosched/regosched/internal/core/policy/policytest"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 type staticPolicies struct{ p *policy.Policy }
@@ -43,43 +42,20 @@ func loadFS(t testing.TB, fsys fs.FS, name string) *policy.Policy {
 	return p
 }
 
-func redis(name, role, shard, node string, prio int32) *model.Pod {
-	labels := map[string]string{
-		"app.kubernetes.io/name":      "redis",
-		"app.kubernetes.io/instance":  "cache",
-		"app.kubernetes.io/component": role,
-	}
-	if shard != "" {
-		labels["regosched.io/shard"] = shard
-	}
-	return &model.Pod{Namespace: "shop", Name: name, UID: types.UID("uid-" + name), Labels: model.NewLabels(labels), Priority: prio, Node: node}
-}
-
-func esData(name, node string) *model.Pod {
-	return &model.Pod{Namespace: "logs", Name: name, UID: types.UID("uid-" + name), Node: node, Labels: model.NewLabels(map[string]string{
-		"app.kubernetes.io/name":      "elasticsearch",
-		"app.kubernetes.io/instance":  "es",
-		"app.kubernetes.io/component": "data",
-	})}
+// redis and esData are kept for decisionlog_test.go and
+// decisionlog_bench_test.go, which are being edited elsewhere; the other
+// tests build their pods with fixture, as these two should once free.
+// object is the Kubernetes pod of p, as far as p tells.
+func object(p *model.Pod) *fixture.PodWrapper {
+	return fixture.MakePod().Namespace(p.Namespace).Name(p.Name).UID(string(p.UID)).Labels(p.Labels.Map()).Priority(p.Priority)
 }
 
 // pendingPod is the Kubernetes object the scheduler sends for p.
-func pendingPod(p *model.Pod) *v1.Pod {
-	prio := p.Priority
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Labels: p.Labels.Map()},
-		Spec:       v1.PodSpec{Priority: &prio},
-	}
-}
+func pendingPod(p *model.Pod) *v1.Pod { return object(p).Obj() }
 
 // podObject is the bound Kubernetes pod behind p.
 func podObject(p *model.Pod) *v1.Pod {
-	prio := p.Priority
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Labels: p.Labels.Map()},
-		Spec:       v1.PodSpec{Priority: &prio, NodeName: p.Node, SchedulerName: testScheduler},
-		Status:     v1.PodStatus{Phase: v1.PodRunning},
-	}
+	return object(p).Node(p.Node).SchedulerName(testScheduler).Phase(v1.PodRunning).Obj()
 }
 
 var zones = map[string]map[string]string{
@@ -112,7 +88,7 @@ func newDeciderWithPolicy(t testing.TB, pol *policy.Policy, bound []*model.Pod, 
 	t.Helper()
 	var objs []runtime.Object
 	for name, labels := range zones {
-		objs = append(objs, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})
+		objs = append(objs, fixture.MakeNode().Name(name).Labels(labels).Obj())
 	}
 	for _, p := range bound {
 		objs = append(objs, podObject(p))
@@ -154,9 +130,11 @@ func benchCluster() (peers []*model.Pod, pending *model.Pod) {
 		if i%2 == 0 {
 			role = "master"
 		}
-		peers = append(peers, redis(fmt.Sprintf("cache-%d", i), role, fmt.Sprint(i/2), fmt.Sprintf("node-%d", i%4+1), 0))
+		peers = append(peers,
+			fixture.MakePod().Namespace("shop").Name(fmt.Sprintf("cache-%d", i)).Redis("cache", role, fmt.Sprint(i/2)).Node(fmt.Sprintf("node-%d", i%4+1)).Model(),
+		)
 	}
-	return peers, redis("cache-new", "master", "9", "", 0)
+	return peers, fixture.MakePod().Namespace("shop").Name("cache-new").Redis("cache", "master", "9").Model()
 }
 
 // benchCandidates are node-1..n.

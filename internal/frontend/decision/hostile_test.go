@@ -13,15 +13,12 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // profilePod is p pending for the regosched profile, as created by a user.
 func profilePod(p *model.Pod, scheduler string) *v1.Pod {
-	obj := podObject(p)
-	obj.Spec.NodeName = ""
-	obj.Spec.SchedulerName = scheduler
-	obj.Status = v1.PodStatus{Phase: v1.PodPending}
-	return obj
+	return object(p).SchedulerName(scheduler).Phase(v1.PodPending).Obj()
 }
 
 // Callers that are not the scheduler get a clear refusal, and the pod stays
@@ -34,15 +31,18 @@ func TestBindRefusesWhatTheSchedulerWouldNotAsk(t *testing.T) {
 		args    func(p *v1.Pod) *extenderv1.ExtenderBindingArgs
 		wantErr string
 	}{
-		{"a default-scheduler pod in kube-system", profilePod(&model.Pod{Namespace: "kube-system", Name: "coredns-1", UID: "uid-coredns"}, "default-scheduler"),
+		{"a default-scheduler pod in kube-system", profilePod(
+			fixture.MakePod().Namespace("kube-system").Name("coredns-1").UID("uid-coredns").Model(),
+			"default-scheduler",
+		),
 			func(p *v1.Pod) *extenderv1.ExtenderBindingArgs {
 				return &extenderv1.ExtenderBindingArgs{PodName: p.Name, PodNamespace: p.Namespace, PodUID: p.UID, Node: "node-1"}
 			}, `is for scheduler "default-scheduler", not for the profile regosched serves ("regosched")`},
-		{"a node that does not exist", profilePod(esData("es-data-7", ""), "regosched"),
+		{"a node that does not exist", profilePod(fixture.MakePod().Namespace("logs").Name("es-data-7").Elasticsearch("es", "data").Model(), "regosched"),
 			func(p *v1.Pod) *extenderv1.ExtenderBindingArgs {
 				return &extenderv1.ExtenderBindingArgs{PodName: p.Name, PodNamespace: p.Namespace, PodUID: p.UID, Node: "node-nowhere"}
 			}, `node "node-nowhere" is not known to regosched`},
-		{"another UID", profilePod(esData("es-data-8", ""), "regosched"),
+		{"another UID", profilePod(fixture.MakePod().Namespace("logs").Name("es-data-8").Elasticsearch("es", "data").Model(), "regosched"),
 			func(p *v1.Pod) *extenderv1.ExtenderBindingArgs {
 				return &extenderv1.ExtenderBindingArgs{PodName: p.Name, PodNamespace: p.Namespace, PodUID: "forged", Node: "node-1"}
 			}, "it was replaced"},
@@ -75,11 +75,11 @@ func TestBindRefusesWhatTheSchedulerWouldNotAsk(t *testing.T) {
 // the real pod and refuses the node of the other master.
 func TestForgedFilterLeavesNoReservationBindTrusts(t *testing.T) {
 	ctx := context.Background()
-	m0 := redis("cache-0-master", "master", "0", "node-1", 0)
+	m0 := fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Node("node-1").Model()
 	d, client := newDecider(t, []*model.Pod{m0}, prometheus.NewRegistry())
 	d.opts.SchedulerName = "regosched"
 	bindLikeAPIServer(client)
-	m1 := redis("cache-1-master", "master", "1", "", 0)
+	m1 := fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Model()
 	if _, err := client.CoreV1().Pods("shop").Create(ctx, profilePod(m1, "regosched"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -121,9 +121,12 @@ func TestEmptySchedulerNameTrustsNothing(t *testing.T) {
 		name string
 		pod  *v1.Pod
 	}{
-		{"a pod of the profile", profilePod(esData("es-data-1", ""), testScheduler)},
-		{"a pod of another scheduler", profilePod(&model.Pod{Namespace: "kube-system", Name: "coredns-1", UID: "uid-coredns"}, "default-scheduler")},
-		{"a pod with no scheduler name", profilePod(esData("es-data-2", ""), "")},
+		{"a pod of the profile", profilePod(fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Model(), testScheduler)},
+		{"a pod of another scheduler", profilePod(
+			fixture.MakePod().Namespace("kube-system").Name("coredns-1").UID("uid-coredns").Model(),
+			"default-scheduler",
+		)},
+		{"a pod with no scheduler name", profilePod(fixture.MakePod().Namespace("logs").Name("es-data-2").Elasticsearch("es", "data").Model(), "")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

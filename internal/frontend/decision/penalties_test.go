@@ -10,6 +10,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // With the soft rules folded into filter, filter keeps the candidates of
@@ -25,17 +26,17 @@ func TestFilterSoftInFilter(t *testing.T) {
 	}{
 		{
 			name: "no peers: every candidate",
-			pod:  redis("cache-0-master", "master", "0", "", 0),
+			pod:  fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Model(),
 			want: &extenderv1.ExtenderFilterResult{NodeNames: names(candidates...)},
 		},
 		{
 			// node-1 holds the master of the replica's shard (hard); the
 			// totals of the others are 1, 0 and 2 (see TestPrioritize).
 			name: "the best of the candidates left",
-			pod:  redis("cache-0-replica", "replica", "0", "", 0),
+			pod:  fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Model(),
 			peers: []*model.Pod{
-				redis("cache-0-master", "master", "0", "node-1", 0),
-				redis("cache-1-master", "master", "1", "node-2", 0),
+				fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Node("node-1").Model(),
+				fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Node("node-2").Model(),
 			},
 			want: &extenderv1.ExtenderFilterResult{
 				NodeNames: names("node-3"),
@@ -48,8 +49,8 @@ func TestFilterSoftInFilter(t *testing.T) {
 		},
 		{
 			name:  "equal penalties: no candidate turned away for them",
-			pod:   esData("es-data-1", ""),
-			peers: []*model.Pod{esData("es-data-0", "node-2")},
+			pod:   fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Model(),
+			peers: []*model.Pod{fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").Node("node-2").Model()},
 			want: &extenderv1.ExtenderFilterResult{
 				NodeNames: names("node-1", "node-3", "node-4"),
 				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{

@@ -10,6 +10,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 func meta(uids ...string) *extenderv1.MetaVictims {
@@ -22,12 +23,12 @@ func meta(uids ...string) *extenderv1.MetaVictims {
 
 func TestPreempt(t *testing.T) {
 	bound := []*model.Pod{
-		redis("cache-0-replica", "replica", "0", "node-1", 0),    // low priority, conflicts with master 0
-		redis("cache-1-master", "master", "1", "node-2", 0),      // low priority, but protected
-		redis("cache-2-replica", "replica", "2", "node-3", 2000), // conflicts with nothing of shard 0
-		esData("es-data-0", "node-4"),
+		fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Node("node-1").Model(),                // low priority, conflicts with master 0
+		fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Node("node-2").Model(),                  // low priority, but protected
+		fixture.MakePod().Namespace("shop").Name("cache-2-replica").Redis("cache", "replica", "2").Node("node-3").Priority(2000).Model(), // conflicts with nothing of shard 0
+		fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").Node("node-4").Model(),
 	}
-	pod := redis("cache-0-master", "master", "0", "", 1000)
+	pod := fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Priority(1000).Model()
 	tests := []struct {
 		name string
 		args *extenderv1.ExtenderPreemptionArgs
@@ -85,9 +86,12 @@ func TestPreempt(t *testing.T) {
 func TestPreemptHigherPriorityConflictDropsNode(t *testing.T) {
 	// The replica on node-1 outranks the pending master: preemption cannot
 	// evict it, so node-1 cannot help.
-	d, _ := newDecider(t, []*model.Pod{redis("cache-0-replica", "replica", "0", "node-1", 5000)}, prometheus.NewRegistry())
+	d, _ := newDecider(t,
+		[]*model.Pod{fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Node("node-1").Priority(5000).Model()},
+		prometheus.NewRegistry(),
+	)
 	got, err := d.Preempt(context.Background(), &extenderv1.ExtenderPreemptionArgs{
-		Pod:                   pendingPod(redis("cache-0-master", "master", "0", "", 1000)),
+		Pod:                   pendingPod(fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Priority(1000).Model()),
 		NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{"node-1": meta("uid-other")},
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 func TestPrioritize(t *testing.T) {
@@ -24,7 +25,7 @@ func TestPrioritize(t *testing.T) {
 		{
 			// nil, which the handler writes as [].
 			name: "no peers, no preference",
-			pod:  redis("cache-0-master", "master", "0", "", 0),
+			pod:  fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Model(),
 			want: nil,
 		},
 		{
@@ -32,10 +33,10 @@ func TestPrioritize(t *testing.T) {
 			// Zones: zone-a holds a member of shard 0 (weight 2), so node-1 and
 			// node-4 are penalised. Totals 3, 1, 0, 2: scores 0, 7, 10, 3.
 			name: "spread over nodes and keep a shard's members in other zones",
-			pod:  redis("cache-0-replica", "replica", "0", "", 0),
+			pod:  fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Model(),
 			peers: []*model.Pod{
-				redis("cache-0-master", "master", "0", "node-1", 0),
-				redis("cache-1-master", "master", "1", "node-2", 0),
+				fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Node("node-1").Model(),
+				fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Node("node-2").Model(),
 			},
 			want: extenderv1.HostPriorityList{
 				{Host: "node-2", Score: 7},
@@ -45,9 +46,9 @@ func TestPrioritize(t *testing.T) {
 		},
 		{
 			name: "ES data instances spread over nodes and zones",
-			pod:  esData("es-data-1", ""),
+			pod:  fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Model(),
 			peers: []*model.Pod{
-				esData("es-data-0", "node-2"),
+				fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").Node("node-2").Model(),
 			},
 			// node-2: spread 1 + zone 2 = 3; others 0.
 			want: extenderv1.HostPriorityList{
@@ -76,12 +77,18 @@ func TestPrioritize(t *testing.T) {
 func TestPrioritizeFullNodesUsesRequestLabels(t *testing.T) {
 	// Labels come from the Node objects in the request, not from the cache
 	// (which knows node-1 to node-4, none of them candidates here).
-	d, _ := newDecider(t, []*model.Pod{esData("es-data-0", "node-1")}, prometheus.NewRegistry())
+	d, _ := newDecider(t,
+		[]*model.Pod{fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").Node("node-1").Model()},
+		prometheus.NewRegistry(),
+	)
 	nodes := &v1.NodeList{Items: []v1.Node{
 		{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"topology.kubernetes.io/zone": "zone-a"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "node-b", Labels: map[string]string{"topology.kubernetes.io/zone": "zone-b"}}},
 	}}
-	got, err := d.PrioritizeList(context.Background(), &extenderv1.ExtenderArgs{Pod: pendingPod(esData("es-data-1", "")), Nodes: nodes})
+	got, err := d.PrioritizeList(
+		context.Background(),
+		&extenderv1.ExtenderArgs{Pod: pendingPod(fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Model()), Nodes: nodes},
+	)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/regosched/regosched/internal/core/judge"
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // countPodGets counts the pod reads made through client from now on.
@@ -33,7 +34,9 @@ func countPodGets(client *fake.Clientset) *atomic.Int32 {
 func crowdedCluster() []*model.Pod {
 	var bound []*model.Pod
 	for i := range 40 {
-		bound = append(bound, esData(fmt.Sprintf("es-data-%d", 100+i), fmt.Sprintf("node-%d", 1+i%4)))
+		bound = append(bound,
+			fixture.MakePod().Namespace("logs").Name(fmt.Sprintf("es-data-%d", 100+i)).Elasticsearch("es", "data").Node(fmt.Sprintf("node-%d", 1+i%4)).Model(),
+		)
 	}
 	return bound
 }
@@ -55,7 +58,7 @@ func TestFilterReadsPerRequestAreBounded(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, client := newDecider(t, crowdedCluster(), prometheus.NewRegistry())
-			pending := esData("es-data-1", "")
+			pending := fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Model()
 			if tt.inAPI {
 				if _, err := client.CoreV1().Pods(pending.Namespace).Create(ctx, profilePod(pending, testScheduler), metav1.CreateOptions{}); err != nil {
 					t.Fatal(err)
@@ -85,7 +88,7 @@ func TestFilterReadsShareOneBudget(t *testing.T) {
 	d, client := newDeciderWith(t, crowdedCluster(), prometheus.NewRegistry(), Options{FilterReadRate: 0.001, FilterReadBurst: 3})
 	gets := countPodGets(client)
 	for i := range 10 {
-		forged := esData(fmt.Sprintf("es-data-%d", 900+i), "")
+		forged := fixture.MakePod().Namespace("logs").Name(fmt.Sprintf("es-data-%d", 900+i)).Elasticsearch("es", "data").Model()
 		if _, err := d.FilterAnswer(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(forged), NodeNames: names("node-1", "node-2", "node-3", "node-4")}); err != nil {
 			t.Fatal(err)
 		}
@@ -106,13 +109,13 @@ func TestRefreshReadsHaveTheirOwnBudget(t *testing.T) {
 		FilterReadRate: 0.001, FilterReadBurst: 13, RefreshReadRate: 0.001, RefreshReadBurst: 2 * judge.MaxRefresh,
 	})
 	nodes := names("node-1", "node-2", "node-3", "node-4")
-	pending := esData("es-data-1", "")
+	pending := fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Model()
 	if _, err := client.CoreV1().Pods(pending.Namespace).Create(ctx, profilePod(pending, testScheduler), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	gets := countPodGets(client)
 	for i := range 10 {
-		forged := esData(fmt.Sprintf("es-data-%d", 900+i), "")
+		forged := fixture.MakePod().Namespace("logs").Name(fmt.Sprintf("es-data-%d", 900+i)).Elasticsearch("es", "data").Model()
 		if _, err := d.FilterAnswer(ctx, &extenderv1.ExtenderArgs{Pod: pendingPod(forged), NodeNames: nodes}); err != nil {
 			t.Fatal(err)
 		}

@@ -9,14 +9,13 @@ import (
 
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/regosched/regosched/internal/core/model"
 	"github.com/regosched/regosched/internal/core/placement"
 	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // BenchmarkBindWaitDuringReindex measures how long binds wait while a
@@ -29,24 +28,15 @@ func BenchmarkBindWaitDuringReindex(b *testing.B) {
 	const n = 100000
 	objs := make([]runtime.Object, 0, n+500)
 	for i := range 500 {
-		objs = append(objs, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i)}})
+		objs = append(objs, fixture.MakeNode().Name(fmt.Sprintf("node-%d", i)).Obj())
 	}
 	for i := range n {
 		role := "replica"
 		if i%2 == 0 {
 			role = "master"
 		}
-		objs = append(objs, &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{
-				Namespace: fmt.Sprintf("ns-%d", i/6%50), Name: fmt.Sprintf("cache-%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i)),
-				Labels: map[string]string{
-					"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": fmt.Sprintf("inst-%d", i/6),
-					"app.kubernetes.io/component": role, "regosched.io/shard": fmt.Sprint(i / 2 % 3),
-				},
-			},
-			Spec:   v1.PodSpec{NodeName: fmt.Sprintf("node-%d", i%500)},
-			Status: v1.PodStatus{Phase: v1.PodRunning},
-		})
+		objs = append(objs, fixture.MakePod().Namespace(fmt.Sprintf("ns-%d", i/6%50)).Name(fmt.Sprintf("cache-%d", i)).UID(fmt.Sprintf("uid-%d", i)).
+			Redis(fmt.Sprintf("inst-%d", i/6), role, fmt.Sprint(i/2%3)).Node(fmt.Sprintf("node-%d", i%500)).Phase(v1.PodRunning).Obj())
 	}
 	client := fake.NewClientset(objs...)
 	first, next := defaultPolicy(b), defaultPolicy(b)
@@ -80,7 +70,7 @@ func BenchmarkBindWaitDuringReindex(b *testing.B) {
 			select {
 			case took = <-done:
 			case <-time.After(10 * time.Millisecond):
-				p := &model.Pod{Namespace: "shop", Name: fmt.Sprintf("new-%d", i), UID: types.UID(fmt.Sprintf("uid-new-%d", i)), Node: "node-1"}
+				p := fixture.MakePod().Namespace("shop").Name(fmt.Sprintf("new-%d", i)).Node("node-1").Model()
 				start := time.Now()
 				assume(cache, p, []string{"shop/new"})
 				waits = append(waits, time.Since(start))

@@ -11,8 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	logtest "github.com/sirupsen/logrus/hooks/test"
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
@@ -20,6 +18,7 @@ import (
 	"github.com/regosched/regosched/internal/core/placement"
 	"github.com/regosched/regosched/internal/core/policy"
 	"github.com/regosched/regosched/internal/core/policy/policytest"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // switchable is the active policy, replaced as a reload does.
@@ -42,9 +41,9 @@ func TestBindAfterAReloadJudgesUnderTheNewPolicy(t *testing.T) {
 	active := &switchable{}
 	active.p.Store(old)
 
-	bound := redis("cache-0-master", "master", "0", "node-1", 0)
-	pending := redis("cache-1-master", "master", "1", "", 0)
-	objs := []runtime.Object{podObject(bound), &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-2"}}}
+	bound := fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Node("node-1").Model()
+	pending := fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Model()
+	objs := []runtime.Object{podObject(bound), fixture.MakeNode().Name("node-1").Obj(), fixture.MakeNode().Name("node-2").Obj()}
 	client := fake.NewClientset(objs...)
 	createPending(t, client, pending)
 	log, _ := logtest.NewNullLogger()
@@ -99,7 +98,7 @@ func TestBindGivesUpUnderAReloadStorm(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	d, client := newDecider(t, nil, reg)
 	d.policies = &flipping{ps: [2]*policy.Policy{defaultPolicy(t), defaultPolicy(t)}}
-	p := redis("cache-0-master", "master", "0", "", 0)
+	p := fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Model()
 	createPending(t, client, p)
 	if err := d.Bind(context.Background(), bindArgs(p, "node-1")); !errors.Is(err, errPolicyChanged) {
 		t.Fatalf("Bind() = %v, want errPolicyChanged", err)

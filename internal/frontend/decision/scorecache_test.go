@@ -15,6 +15,7 @@ import (
 
 	"github.com/regosched/regosched/internal/core/model"
 	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 func TestScoreCache(t *testing.T) {
@@ -55,8 +56,11 @@ func TestScoreCache(t *testing.T) {
 // between changes nothing until the next filter call.
 func TestPrioritizeUsesFilterPenalties(t *testing.T) {
 	ctx := context.Background()
-	d, client := newDecider(t, []*model.Pod{esData("es-data-0", "node-1")}, prometheus.NewRegistry())
-	pod := pendingPod(esData("es-data-9", ""))
+	d, client := newDecider(t,
+		[]*model.Pod{fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").Node("node-1").Model()},
+		prometheus.NewRegistry(),
+	)
+	pod := pendingPod(fixture.MakePod().Namespace("logs").Name("es-data-9").Elasticsearch("es", "data").Model())
 	// Each call has a request of its own, as the scheduler's would be decoded.
 	args := func() *extenderv1.ExtenderArgs {
 		return &extenderv1.ExtenderArgs{Pod: pod, NodeNames: names("node-1", "node-2", "node-3")}
@@ -64,7 +68,10 @@ func TestPrioritizeUsesFilterPenalties(t *testing.T) {
 	if _, err := d.FilterAnswer(ctx, args()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.CoreV1().Pods("logs").Create(ctx, podObject(esData("es-data-1", "node-2")), metav1.CreateOptions{}); err != nil {
+	if _, err := client.CoreV1().Pods("logs").Create(ctx,
+		podObject(fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Node("node-2").Model()),
+		metav1.CreateOptions{},
+	); err != nil {
 		t.Fatal(err)
 	}
 	// Wait until the cache holds the new peer, then compare.

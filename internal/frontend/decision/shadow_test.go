@@ -15,6 +15,7 @@ import (
 	"github.com/regosched/regosched/internal/core/model"
 	"github.com/regosched/regosched/internal/core/policy/policytest"
 	"github.com/regosched/regosched/internal/ops/shadow"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // TestShadowNeverChangesTheAnswer: a shadow policy that denies more is
@@ -28,15 +29,18 @@ func TestShadowNeverChangesTheAnswer(t *testing.T) {
 		wantDisagreement float64
 	}{
 		{
-			name:  "the shadow also denies another shard's replica",
-			pod:   redis("cache-0-master", "master", "0", "", 0),
-			peers: []*model.Pod{redis("cache-1-master", "master", "1", "node-2", 0), redis("cache-1-replica", "replica", "1", "node-3", 0)},
+			name: "the shadow also denies another shard's replica",
+			pod:  fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Model(),
+			peers: []*model.Pod{
+				fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Node("node-2").Model(),
+				fixture.MakePod().Namespace("shop").Name("cache-1-replica").Redis("cache", "replica", "1").Node("node-3").Model(),
+			},
 			// node-2 both deny; node-3 the shadow alone.
 			wantDisagreement: 1,
 		},
 		{
 			name:             "both allow a pod without peers",
-			pod:              redis("cache-0-master", "master", "0", "", 0),
+			pod:              fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Model(),
 			wantDisagreement: 0,
 		},
 	}

@@ -11,6 +11,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // TestVerdictAnswers: Answer copies the passing candidates and leaves the
@@ -72,10 +73,11 @@ func TestVerdictAnswers(t *testing.T) {
 // candidates that gives them once, and stops when its caller stops.
 func TestPrioritizeScoresOnce(t *testing.T) {
 	d, _ := newDecider(t, []*model.Pod{
-		redis("cache-0-master", "master", "0", "node-1", 0),
-		redis("cache-1-master", "master", "1", "node-2", 0),
+		fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Node("node-1").Model(),
+		fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Node("node-2").Model(),
 	}, prometheus.NewRegistry())
-	args := &extenderv1.ExtenderArgs{Pod: pendingPod(redis("cache-0-replica", "replica", "0", "", 0)), NodeNames: names("node-1", "node-2", "node-3", "node-4")}
+	pod := fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Model()
+	args := &extenderv1.ExtenderArgs{Pod: pendingPod(pod), NodeNames: names("node-1", "node-2", "node-3", "node-4")}
 	scores, err := d.Prioritize(context.Background(), args)
 	if err != nil {
 		t.Fatal(err)

@@ -18,10 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
@@ -31,6 +29,7 @@ import (
 	"github.com/regosched/regosched/internal/core/placement"
 	"github.com/regosched/regosched/internal/core/policy"
 	"github.com/regosched/regosched/internal/frontend/decision"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // benchPod is a bound Redis pod of cluster c in namespace ns.
@@ -39,19 +38,8 @@ func benchPod(ns, c string, i int, node string) *corev1.Pod {
 	if i%2 == 0 {
 		role = "master"
 	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: fmt.Sprintf("%s-%d", c, i), UID: types.UID(fmt.Sprintf("%s-%s-%d", ns, c, i)),
-			Labels: map[string]string{
-				"app.kubernetes.io/name":      "redis",
-				"app.kubernetes.io/instance":  c,
-				"app.kubernetes.io/component": role,
-				"regosched.io/shard":          fmt.Sprint(i / 2),
-			},
-		},
-		Spec:   corev1.PodSpec{NodeName: node},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning},
-	}
+	return fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("%s-%d", c, i)).UID(fmt.Sprintf("%s-%s-%d", ns, c, i)).
+		Redis(c, role, fmt.Sprint(i/2)).Node(node).Phase(corev1.PodRunning).Obj()
 }
 
 // decoded gives p's strings allocations of their own and a resource
@@ -91,9 +79,7 @@ func benchHandler(b testing.TB, nodes, pods int, seen bool, dopts decision.Optio
 	names := make([]string, nodes)
 	for i := range names {
 		names[i] = fmt.Sprintf("node-%05d", i)
-		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: names[i], Labels: map[string]string{
-			"topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", i%3),
-		}}})
+		objs = append(objs, fixture.MakeNode().Name(names[i]).Zone(fmt.Sprintf("zone-%d", i%3)).Obj())
 	}
 	client := fake.NewClientset(objs...)
 	pending := pendingMaster(b)

@@ -17,11 +17,11 @@ import (
 	"github.com/regosched/regosched/internal/core/bundles"
 	"github.com/regosched/regosched/internal/core/placement"
 	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/internal/frontend/assembly"
 	"github.com/regosched/regosched/internal/frontend/decision"
 	"github.com/regosched/regosched/internal/frontend/extender"
 	"github.com/regosched/regosched/internal/ops/audit"
 	"github.com/regosched/regosched/internal/ops/certroll"
-	"github.com/regosched/regosched/internal/ops/decisionlog"
 	"github.com/regosched/regosched/internal/plumbing/apicontact"
 	"github.com/regosched/regosched/internal/plumbing/kubeclient"
 	"github.com/regosched/regosched/internal/plumbing/leader"
@@ -34,10 +34,10 @@ type server struct {
 	opts Options
 	log  logrus.FieldLogger
 
-	active *bundles.Active
-	policy *bundles.Source
+	// parts are the policy, the placement cache, the shadow policy and
+	// the decision log, opened as regosched-scheduler's plugin opens them.
+	parts *assembly.Parts
 
-	cache           *placement.Cache
 	pending         *placement.Pending // nil without the verbs
 	describePending placement.DescribeFunc
 	contact         *apicontact.Watch
@@ -45,8 +45,6 @@ type server struct {
 	elector         *leader.Elector        // nil without --leader-elect
 	audit           *audit.Auditor         // nil without an audit interval
 	certRoll        *certroll.Config       // nil without --scheduler-client-secret
-	shadow          *shadowPolicy          // nil without --shadow-policy
-	decisionLog     *decisionlog.Logger    // nil without --decision-log
 	stopAudit       func()
 	// auditTrigger asks the audit for a pass when a bound pod is relabelled
 	// (a role moved at failover can break a rule where it stands).
@@ -67,25 +65,20 @@ func build(ctx context.Context, opts Options) (_ *server, err error) {
 		return nil, err
 	}
 	log := opts.Log
-	pcfg := opts.Policy
-	pcfg.Log = log.WithField("component", "policy")
-	src, err := bundles.Open(ctx, pcfg)
-	if err != nil {
-		return nil, err
-	}
-	log.WithFields(logrus.Fields{"source": src.Description(), "revision": src.First().Revision()}).Info("policy loaded")
-	client, background, err := newClients(opts)
-	if err != nil {
-		return nil, err
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s := &server{opts: opts, log: log, policy: src, auditTrigger: make(chan struct{}, 1)}
-	if s.active, err = bundles.NewActive(reg); err != nil {
+	s := &server{opts: opts, log: log, auditTrigger: make(chan struct{}, 1)}
+	var client, background kubernetes.Interface
+	if s.parts, client, background, err = s.open(ctx, reg); err != nil {
 		return nil, err
 	}
-	s.active.Store(src.First())
-	if err := s.buildPlacements(client, reg); err != nil {
+	// The decision log's goroutine must not outlive a build that fails.
+	defer func() {
+		if err != nil {
+			s.closeDecisionLog()
+		}
+	}()
+	if err := s.buildPending(client, reg); err != nil {
 		return nil, err
 	}
 	if opts.LeaderElect {
@@ -95,25 +88,9 @@ func build(ctx context.Context, opts Options) (_ *server, err error) {
 	}
 	if opts.RedisRoles.On {
 		leading := func() bool { return s.elector == nil || s.elector.Leading() }
-		if s.roles, err = newRedisRoles(opts, background, s.active, reg, leading); err != nil {
+		if s.roles, err = newRedisRoles(opts, background, s.parts.Active, reg, leading); err != nil {
 			return nil, err
 		}
-	}
-	if opts.ShadowPolicy != "" {
-		if s.shadow, err = newShadowPolicy(ctx, opts, s.cache, reg, log); err != nil {
-			return nil, err
-		}
-	}
-	if opts.DecisionLog.On() {
-		if s.decisionLog, err = newDecisionLog(opts, reg, log.WithField("component", "decision-log")); err != nil {
-			return nil, err
-		}
-		// Its goroutine must not outlive a build that fails after it.
-		defer func() {
-			if err != nil {
-				s.closeDecisionLog()
-			}
-		}()
 	}
 	var decider extender.Decider // nil without the verbs
 	if opts.Verbs {
@@ -164,13 +141,13 @@ func (s *server) newDecider(client kubernetes.Interface, reg prometheus.Register
 	if s.roles != nil {
 		dopts.Recall = s.roles.Recall
 	}
-	if s.shadow != nil { // not a typed nil in the interface
-		dopts.Shadow = s.shadow.judge
+	if p := s.parts; p.Shadow != nil { // not a typed nil in the interface
+		dopts.Shadow = p.Shadow.Shadow
 	}
-	if s.decisionLog != nil { // likewise
-		dopts.DecisionLog = s.decisionLog
+	if p := s.parts; p.DecisionLog != nil { // likewise
+		dopts.DecisionLog = p.DecisionLog
 	}
-	return decision.New(s.cache, s.active, s.log.WithField("component", "decision"), reg, dopts)
+	return decision.New(s.parts.Cache, s.parts.Active, s.log.WithField("component", "decision"), reg, dopts)
 }
 
 // newClients gives the client of the verbs and informers, and the client
@@ -204,23 +181,9 @@ func newClients(opts Options) (verbs, background kubernetes.Interface, err error
 	return verbs, background, nil
 }
 
-// buildPlacements makes the placement cache of bound pods and, for the
-// verbs, the descriptions of the profile's pending pods.
-func (s *server) buildPlacements(client kubernetes.Interface, reg prometheus.Registerer) error {
-	relabelled := func() {
-		select {
-		case s.auditTrigger <- struct{}{}:
-		default:
-		}
-	}
-	var err error
-	s.cache, err = placement.New(client, policy.Describer(s.active.Load), s.log.WithField("component", "placement"), placement.WithOnRelabel(relabelled))
-	if err != nil {
-		return err
-	}
-	if err := s.cache.RegisterMetrics(reg); err != nil {
-		return err
-	}
+// buildPending makes, for the verbs, the descriptions of the profile's
+// pending pods, made again under each reloaded policy (open's Reindexed).
+func (s *server) buildPending(client kubernetes.Interface, reg prometheus.Registerer) error {
 	if !s.opts.Verbs {
 		// Pending pods are described for filter calls alone.
 		return nil
@@ -229,7 +192,7 @@ func (s *server) buildPlacements(client kubernetes.Interface, reg prometheus.Reg
 	if err != nil {
 		return err
 	}
-	s.describePending = policy.PendingDescriber(s.active.Load, unprotected)
+	s.describePending = policy.PendingDescriber(s.parts.Active.Load, unprotected)
 	if s.pending, err = placement.NewPending(client, s.opts.SchedulerName, s.describePending, s.log.WithField("component", "pending")); err != nil {
 		return err
 	}
@@ -239,10 +202,10 @@ func (s *server) buildPlacements(client kubernetes.Interface, reg prometheus.Reg
 // ready is readiness: synced, with a policy, and in contact with the API
 // server.
 func (s *server) ready() error {
-	if !s.cache.HasSynced() {
+	if !s.parts.Cache.HasSynced() {
 		return errors.New("placement cache has not synced with the API server yet")
 	}
-	if s.active.Load() == nil {
+	if s.parts.Active.Load() == nil {
 		return policy.ErrNoPolicy
 	}
 	return s.contact.Err()
@@ -274,7 +237,7 @@ func (s *server) buildHTTP(decider extender.Decider, reg *prometheus.Registry) e
 			return struct {
 				Version string `json:"version"`
 				bundles.Status
-			}{opts.Version, s.active.Status()}
+			}{opts.Version, s.parts.Active.Status()}
 		},
 		Registerer: reg,
 		Gatherer:   reg,

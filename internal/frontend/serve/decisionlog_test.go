@@ -19,6 +19,7 @@ import (
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/core/bundles"
+	"github.com/regosched/regosched/internal/ops/decisionlog"
 	"github.com/regosched/regosched/internal/ops/decisionlog/decisionlogtest"
 )
 
@@ -28,18 +29,18 @@ func TestDecisionLogOptionsAtStart(t *testing.T) {
 	token := filepath.Join(t.TempDir(), "token")
 	tests := []struct {
 		name string
-		dl   DecisionLogOptions
+		dl   decisionlog.Settings
 		want string
 	}{
-		{"sample above 1", DecisionLogOptions{Target: "stdout", SampleRate: 1.5}, "--decision-log-sample 1.5: want a share between 0 and 1"},
-		{"unknown mask mode", DecisionLogOptions{Target: "stdout", SampleRate: 1, MaskMode: "hash"}, `--decision-log-mask-mode "hash": want drop or replace`},
-		{"a scheme that is no HTTP", DecisionLogOptions{Target: "ftp://logs.example", SampleRate: 1}, `--decision-log "ftp://logs.example": want stdout, a file path or an http(s):// URL`},
-		{"a URL without a host", DecisionLogOptions{Target: "https:///logs", SampleRate: 1}, "no host"},
-		{"a token in clear", DecisionLogOptions{Target: "http://logs.example", SampleRate: 1, BearerTokenFile: token}, "would send the token in clear"},
-		{"HTTP settings for a file", DecisionLogOptions{Target: "/tmp/decisions.jsonl", SampleRate: 1, CACertFile: "ca.pem"}, "--decision-log-ca-cert is for an http(s):// --decision-log"},
-		{"negative buffer", DecisionLogOptions{Target: "stdout", SampleRate: 1, BufferEvents: -1}, "cannot be negative"},
-		{"a file in no directory", DecisionLogOptions{Target: filepath.Join(t.TempDir(), "missing", "d.jsonl"), SampleRate: 1}, "--decision-log: decisionlog: open log file"},
-		{"a CA file that is not there", DecisionLogOptions{Target: "https://logs.example", SampleRate: 1, CACertFile: filepath.Join(t.TempDir(), "ca.pem")}, "--decision-log-ca-cert"},
+		{"sample above 1", decisionlog.Settings{Target: "stdout", SampleRate: 1.5}, "--decision-log-sample 1.5: want a share between 0 and 1"},
+		{"unknown mask mode", decisionlog.Settings{Target: "stdout", SampleRate: 1, MaskMode: "hash"}, `--decision-log-mask-mode "hash": want drop or replace`},
+		{"a scheme that is no HTTP", decisionlog.Settings{Target: "ftp://logs.example", SampleRate: 1}, `--decision-log "ftp://logs.example": want stdout, a file path or an http(s):// URL`},
+		{"a URL without a host", decisionlog.Settings{Target: "https:///logs", SampleRate: 1}, "no host"},
+		{"a token in clear", decisionlog.Settings{Target: "http://logs.example", SampleRate: 1, BearerTokenFile: token}, "would send the token in clear"},
+		{"HTTP settings for a file", decisionlog.Settings{Target: "/tmp/decisions.jsonl", SampleRate: 1, CACertFile: "ca.pem"}, "--decision-log-ca-cert is for an http(s):// --decision-log"},
+		{"negative buffer", decisionlog.Settings{Target: "stdout", SampleRate: 1, BufferEvents: -1}, "cannot be negative"},
+		{"a file in no directory", decisionlog.Settings{Target: filepath.Join(t.TempDir(), "missing", "d.jsonl"), SampleRate: 1}, "--decision-log: decisionlog: open log file"},
+		{"a CA file that is not there", decisionlog.Settings{Target: "https://logs.example", SampleRate: 1, CACertFile: filepath.Join(t.TempDir(), "ca.pem")}, "--decision-log-ca-cert"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,7 +57,7 @@ func TestDecisionLogOptionsAtStart(t *testing.T) {
 	t.Run("no verbs", func(t *testing.T) {
 		log, _ := logtest.NewNullLogger()
 		err := Run(context.Background(), Options{Listen: freeAddr(t), Client: fake.NewClientset(),
-			Policy: bundles.Config{Default: regosched.DefaultPolicy()}, DecisionLog: DecisionLogOptions{Target: "stdout", SampleRate: 1}, Log: log})
+			Policy: bundles.Config{Default: regosched.DefaultPolicy()}, DecisionLog: decisionlog.Settings{Target: "stdout", SampleRate: 1}, Log: log})
 		if err == nil || !strings.Contains(err.Error(), "--decision-log needs the verbs") {
 			t.Errorf("Run() = %v, want the verbs asked for", err)
 		}
@@ -74,7 +75,7 @@ func TestDecisionLogReachesReceiver(t *testing.T) {
 	opts := Options{
 		Listen: addr, Client: fake.NewClientset(node), Policy: bundles.Config{Default: regosched.DefaultPolicy()},
 		URLPrefix: "/scheduler", Version: "test", Verbs: true, SchedulerName: "regosched", Log: log,
-		DecisionLog: DecisionLogOptions{Target: url, SampleRate: 1, MaskLabels: []string{"team"}, FlushInterval: time.Hour},
+		DecisionLog: decisionlog.Settings{Target: url, SampleRate: 1, MaskLabels: []string{"team"}, FlushInterval: time.Hour},
 	}
 	opts.Leader.Identity = "replica-0"
 	ctx, cancel := context.WithCancel(context.Background())
@@ -138,7 +139,7 @@ func TestDecisionLogFile(t *testing.T) {
 	opts := Options{
 		Listen: addr, Client: fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}),
 		Policy: bundles.Config{Default: regosched.DefaultPolicy()}, URLPrefix: "/scheduler", Version: "test",
-		Verbs: true, SchedulerName: "regosched", Log: log, DecisionLog: DecisionLogOptions{Target: path, SampleRate: 1},
+		Verbs: true, SchedulerName: "regosched", Log: log, DecisionLog: decisionlog.Settings{Target: path, SampleRate: 1},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

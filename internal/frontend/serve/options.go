@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/regosched/regosched/internal/core/bundles"
+	"github.com/regosched/regosched/internal/frontend/settings"
 	"github.com/regosched/regosched/internal/ops/decisionlog"
 	"github.com/regosched/regosched/internal/ops/repair"
 	"github.com/regosched/regosched/internal/plumbing/leader"
@@ -91,8 +92,9 @@ type Options struct {
 	// only; see internal/ops/certroll), in Leader.PodNamespace.
 	CertRoll CertRollOptions
 	// DecisionLog, when its Target is set, logs every verb's decision as
-	// an OPA decision log event (see internal/ops/decisionlog).
-	DecisionLog DecisionLogOptions
+	// an OPA decision log event (see internal/ops/decisionlog), checked and
+	// opened as the plugin build's decisionLog arg is.
+	DecisionLog decisionlog.Settings
 	// Profiling serves pprof profiles under /debug/pprof/.
 	Profiling bool
 	Version   string
@@ -148,28 +150,9 @@ type RedisRolesOptions struct {
 	Memory string
 }
 
-// DecisionLogOptions are the settings of --decision-log*, checked and
-// opened as the plugin build's decisionLog arg is (decisionlog.Settings).
-type DecisionLogOptions = decisionlog.Settings
-
-// DecisionLogStdout is the Target that writes events to standard output.
-const DecisionLogStdout = decisionlog.Stdout
-
 // decisionLogFlags names the decision log's settings as serve's flags.
 func decisionLogFlags(setting string) string {
-	return map[string]string{
-		decisionlog.SettingTarget:           "--decision-log",
-		decisionlog.SettingSample:           "--decision-log-sample",
-		decisionlog.SettingMaskMode:         "--decision-log-mask-mode",
-		decisionlog.SettingBufferSize:       "--decision-log-buffer-size",
-		decisionlog.SettingFlushInterval:    "--decision-log-flush-interval",
-		decisionlog.SettingUploadLimitBytes: "--decision-log-upload-limit-bytes",
-		decisionlog.SettingTimeout:          "--decision-log-timeout",
-		decisionlog.SettingMaxRetries:       "--decision-log-max-retries",
-		decisionlog.SettingCACert:           "--decision-log-ca-cert",
-		decisionlog.SettingBearerTokenFile:  "--decision-log-bearer-token-file",
-		decisionlog.SettingInsecure:         "--decision-log-insecure",
-	}[setting]
+	return settings.FlagOf(settings.DecisionLog(&decisionlog.Settings{}), setting)
 }
 
 // check refuses settings that would leave a door open, before anything is

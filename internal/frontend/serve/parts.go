@@ -50,7 +50,7 @@ type auditParts struct {
 }
 
 func (s *server) auditParts(client kubernetes.Interface, reg prometheus.Registerer) auditParts {
-	return auditParts{client: client, cache: s.cache, active: s.active, roles: s.roles, contact: s.contact,
+	return auditParts{client: client, cache: s.parts.Cache, active: s.parts.Active, roles: s.roles, contact: s.contact,
 		repair: s.opts.Repair, leaderNS: s.opts.Leader.Namespace, reg: reg, log: s.log}
 }
 

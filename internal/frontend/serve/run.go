@@ -10,7 +10,6 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/regosched/regosched/internal/core/policy"
 	"github.com/regosched/regosched/internal/ops/certroll"
 )
 
@@ -20,7 +19,8 @@ import (
 func (s *server) background(ctx context.Context) (stop func() error) {
 	ctx, cancel := context.WithCancel(ctx)
 	g, ctx := errgroup.WithContext(ctx)
-	s.cache.Start(ctx)
+	cache := s.parts.Cache
+	cache.Start(ctx)
 	if s.pending != nil {
 		// Not waited for: a pod it has not described yet is described by
 		// its filter call.
@@ -28,20 +28,13 @@ func (s *server) background(ctx context.Context) (stop func() error) {
 	}
 	g.Go(func() error { s.contact.Run(ctx); return nil })
 	g.Go(func() error {
-		if s.cache.WaitForSync(ctx) {
-			s.log.WithFields(logrus.Fields{"pods": s.cache.PodCount(), "nodes": s.cache.NodeCount()}).Info("placement cache synced; ready")
+		if cache.WaitForSync(ctx) {
+			s.log.WithFields(logrus.Fields{"pods": cache.PodCount(), "nodes": cache.NodeCount()}).Info("placement cache synced; ready")
 		}
 		return nil
 	})
-	if reload := s.policyReloads(); reload != nil {
-		g.Go(func() error { reload(ctx); return nil })
-	}
-	if s.shadow != nil {
-		g.Go(func() error { s.shadow.judge.Run(ctx); return nil })
-		if reload := s.shadow.source.Reloads(s.shadow.active, nil); reload != nil {
-			g.Go(func() error { reload(ctx); return nil })
-		}
-	}
+	// The policy's and the shadow policy's reloads, and the shadow's judge.
+	g.Go(func() error { s.parts.Run(ctx); return nil })
 	if s.roles != nil {
 		g.Go(func() error {
 			if err := s.roles.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -65,7 +58,7 @@ func (s *server) background(ctx context.Context) (stop func() error) {
 		cancel()
 		err := g.Wait()
 		// The informers stop only once ctx is cancelled: cancel, then wait.
-		s.cache.Shutdown()
+		cache.Shutdown()
 		if s.pending != nil {
 			s.pending.Shutdown()
 		}
@@ -76,30 +69,10 @@ func (s *server) background(ctx context.Context) (stop func() error) {
 	}
 }
 
-// policyReloads is the loop that replaces the policy when its bundle
-// changes (a bundle server's, or a watched --policy or --policy-data), or
-// nil when it cannot change.
-//
-// A new policy may group pods differently: the cache builds its index under
-// the new policy beside the old one and swaps index and policy together; the
-// pending pods are then described again under it.
-func (s *server) policyReloads() func(context.Context) {
-	reindex := func(ctx context.Context, p *policy.Policy, store func()) {
-		if err := s.cache.SetKeyFunc(ctx, policy.Describer(func() *policy.Policy { return p }), store); err != nil {
-			s.log.WithError(err).Warn("policy not activated")
-			return
-		}
-		if s.pending != nil {
-			s.pending.SetDescribeFunc(ctx, s.describePending)
-		}
-	}
-	return s.policy.Reloads(s.active, reindex)
-}
-
 // auditLoop audits bound pods once the cache has synced and while this
 // replica leads: another replica would announce the same violations twice.
 func (s *server) auditLoop(ctx context.Context) {
-	if !s.cache.WaitForSync(ctx) {
+	if !s.parts.Cache.WaitForSync(ctx) {
 		return
 	}
 	for s.elector != nil && !s.elector.Leading() {

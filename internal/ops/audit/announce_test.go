@@ -14,6 +14,7 @@ import (
 
 	"github.com/regosched/regosched/internal/core/model"
 	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // masters returns n masters of cluster cache, each of its own shard, all
@@ -21,7 +22,8 @@ import (
 func masters(ns string, n int) []runtime.Object {
 	out := make([]runtime.Object, n)
 	for i := range out {
-		out[i] = bound(ns, fmt.Sprintf("cache-%02d", i), "node-1", redisLabels("cache", "master", fmt.Sprint(i)))
+		name := fmt.Sprintf("cache-%02d", i)
+		out[i] = fixture.MakePod().Namespace(ns).Name(name).UID("uid-"+ns+"-"+name).Redis("cache", "master", fmt.Sprint(i)).Node("node-1").Obj()
 	}
 	return out
 }
@@ -61,7 +63,7 @@ func TestEventsCapped(t *testing.T) {
 			for _, ns := range tt.namespaces {
 				objs = append(objs, masters(ns, 40)...)
 			}
-			f := newFixture(t, objs...)
+			f := newHarness(t, objs...)
 			if tt.perPass > 0 {
 				f.auditor.eventsPerPass = tt.perPass
 			}
@@ -135,9 +137,9 @@ func TestEventNotes(t *testing.T) {
 		{
 			name: "two rules",
 			pods: []runtime.Object{
-				bound("shop", "cache-0", "node-1", redisLabels("cache", "master", "0")),
-				bound("shop", "cache-1", "node-1", redisLabels("cache", "replica", "0")),
-				bound("shop", "cache-2", "node-1", redisLabels("cache", "master", "1")),
+				fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-shop-cache-0").Redis("cache", "master", "0").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("shop").Name("cache-1").UID("uid-shop-cache-1").Redis("cache", "replica", "0").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("shop").Name("cache-2").UID("uid-shop-cache-2").Redis("cache", "master", "1").Node("node-1").Obj(),
 			},
 			want: event{Regarding: "shop/cache-0", Related: "shop/cache-1", Type: "Warning", Reason: EventReason, Action: EventAction("redis-master-replica"),
 				Note: "hard placement rules redis-master-replica, redis-masters are broken on node node-1 by this pod and 2 other pods: redis-master-replica with shop/cache-1; redis-masters with shop/cache-2"},
@@ -145,7 +147,7 @@ func TestEventNotes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, append(nodes("node-1"), tt.pods...)...)
+			f := newHarness(t, append(nodes("node-1"), tt.pods...)...)
 			f.run(t)
 			events := f.recorder.take()
 			if len(events) == 0 {

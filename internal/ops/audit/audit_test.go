@@ -17,6 +17,7 @@ import (
 	"github.com/regosched/regosched/internal/core/model"
 	"github.com/regosched/regosched/internal/core/placement"
 	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 func TestRun(t *testing.T) {
@@ -30,10 +31,10 @@ func TestRun(t *testing.T) {
 		{
 			name: "two masters of one cluster on one node",
 			pods: []runtime.Object{
-				bound("shop", "cache-0", "node-1", redisLabels("cache", "master", "0")),
-				bound("shop", "cache-2", "node-1", redisLabels("cache", "master", "1")),
-				bound("shop", "cache-1", "node-2", redisLabels("cache", "replica", "0")),
-				bound("shop", "cache-3", "node-3", redisLabels("cache", "replica", "1")),
+				fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-shop-cache-0").Redis("cache", "master", "0").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("shop").Name("cache-2").UID("uid-shop-cache-2").Redis("cache", "master", "1").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("shop").Name("cache-1").UID("uid-shop-cache-1").Redis("cache", "replica", "0").Node("node-2").Obj(),
+				fixture.MakePod().Namespace("shop").Name("cache-3").UID("uid-shop-cache-3").Redis("cache", "replica", "1").Node("node-3").Obj(),
 			},
 			want: []Violation{{
 				Rule: "redis-masters", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-2"},
@@ -43,8 +44,8 @@ func TestRun(t *testing.T) {
 		{
 			name: "master and replica of one shard on one node",
 			pods: []runtime.Object{
-				bound("shop", "cache-0", "node-1", redisLabels("cache", "master", "0")),
-				bound("shop", "cache-1", "node-1", redisLabels("cache", "replica", "0")),
+				fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-shop-cache-0").Redis("cache", "master", "0").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("shop").Name("cache-1").UID("uid-shop-cache-1").Redis("cache", "replica", "0").Node("node-1").Obj(),
 			},
 			want: []Violation{{
 				Rule: "redis-master-replica", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-1"},
@@ -54,8 +55,8 @@ func TestRun(t *testing.T) {
 		{
 			name: "slave is a replica",
 			pods: []runtime.Object{
-				bound("shop", "cache-0", "node-1", redisLabels("cache", "master", "0")),
-				bound("shop", "cache-1", "node-1", redisLabels("cache", "slave", "0")),
+				fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-shop-cache-0").Redis("cache", "master", "0").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("shop").Name("cache-1").UID("uid-shop-cache-1").Redis("cache", "slave", "0").Node("node-1").Obj(),
 			},
 			want: []Violation{{
 				Rule: "redis-master-replica", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-1"},
@@ -65,44 +66,44 @@ func TestRun(t *testing.T) {
 		{
 			name: "master and replica of different shards share a node",
 			pods: []runtime.Object{
-				bound("shop", "cache-0", "node-1", redisLabels("cache", "master", "0")),
-				bound("shop", "cache-3", "node-1", redisLabels("cache", "replica", "1")),
+				fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-shop-cache-0").Redis("cache", "master", "0").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("shop").Name("cache-3").UID("uid-shop-cache-3").Redis("cache", "replica", "1").Node("node-1").Obj(),
 			},
 		},
 		{
 			name: "two replicas share a node",
 			pods: []runtime.Object{
-				bound("shop", "cache-1", "node-1", redisLabels("cache", "replica", "0")),
-				bound("shop", "cache-3", "node-1", redisLabels("cache", "replica", "0")),
+				fixture.MakePod().Namespace("shop").Name("cache-1").UID("uid-shop-cache-1").Redis("cache", "replica", "0").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("shop").Name("cache-3").UID("uid-shop-cache-3").Redis("cache", "replica", "0").Node("node-1").Obj(),
 			},
 		},
 		{
 			name: "masters of different clusters share a node",
 			pods: []runtime.Object{
-				bound("shop", "cache-0", "node-1", redisLabels("cache", "master", "0")),
-				bound("shop", "sessions-0", "node-1", redisLabels("sessions", "master", "0")),
+				fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-shop-cache-0").Redis("cache", "master", "0").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("shop").Name("sessions-0").UID("uid-shop-sessions-0").Redis("sessions", "master", "0").Node("node-1").Obj(),
 			},
 		},
 		{
 			name: "masters of clusters of one name in different namespaces share a node",
 			pods: []runtime.Object{
-				bound("shop", "cache-0", "node-1", redisLabels("cache", "master", "0")),
-				bound("blog", "cache-0", "node-1", redisLabels("cache", "master", "0")),
+				fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-shop-cache-0").Redis("cache", "master", "0").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("blog").Name("cache-0").UID("uid-blog-cache-0").Redis("cache", "master", "0").Node("node-1").Obj(),
 			},
 		},
 		{
 			name: "masters on different nodes",
 			pods: []runtime.Object{
-				bound("shop", "cache-0", "node-1", redisLabels("cache", "master", "0")),
-				bound("shop", "cache-2", "node-2", redisLabels("cache", "master", "1")),
+				fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-shop-cache-0").Redis("cache", "master", "0").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("shop").Name("cache-2").UID("uid-shop-cache-2").Redis("cache", "master", "1").Node("node-2").Obj(),
 			},
 		},
 		{
 			name: "three masters on one node are three pairs",
 			pods: []runtime.Object{
-				bound("shop", "cache-0", "node-1", redisLabels("cache", "master", "0")),
-				bound("shop", "cache-2", "node-1", redisLabels("cache", "master", "1")),
-				bound("shop", "cache-4", "node-1", redisLabels("cache", "master", "2")),
+				fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-shop-cache-0").Redis("cache", "master", "0").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("shop").Name("cache-2").UID("uid-shop-cache-2").Redis("cache", "master", "1").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("shop").Name("cache-4").UID("uid-shop-cache-4").Redis("cache", "master", "2").Node("node-1").Obj(),
 			},
 			want: []Violation{
 				{
@@ -122,10 +123,10 @@ func TestRun(t *testing.T) {
 		{
 			name: "Elasticsearch data pods of one cluster on one node",
 			pods: []runtime.Object{
-				bound("search", "logs-data-0", "node-1", esLabels("logs")),
-				bound("search", "logs-data-1", "node-1", esLabels("logs")),
-				bound("search", "logs-data-2", "node-2", esLabels("logs")),
-				bound("search", "metrics-data-0", "node-1", esLabels("metrics")),
+				fixture.MakePod().Namespace("search").Name("logs-data-0").UID("uid-search-logs-data-0").Elasticsearch("logs", "data").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("search").Name("logs-data-1").UID("uid-search-logs-data-1").Elasticsearch("logs", "data").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("search").Name("logs-data-2").UID("uid-search-logs-data-2").Elasticsearch("logs", "data").Node("node-2").Obj(),
+				fixture.MakePod().Namespace("search").Name("metrics-data-0").UID("uid-search-metrics-data-0").Elasticsearch("metrics", "data").Node("node-1").Obj(),
 			},
 			want: []Violation{{
 				Rule: "elasticsearch-data", Namespace: "search", Node: "node-1", Pods: []string{"search/logs-data-0", "search/logs-data-1"},
@@ -135,12 +136,12 @@ func TestRun(t *testing.T) {
 		{
 			name: "violations of several rules, namespaces and nodes are sorted",
 			pods: []runtime.Object{
-				bound("search", "logs-data-0", "node-2", esLabels("logs")),
-				bound("search", "logs-data-1", "node-2", esLabels("logs")),
-				bound("shop", "cache-0", "node-1", redisLabels("cache", "master", "0")),
-				bound("shop", "cache-1", "node-1", redisLabels("cache", "replica", "0")),
-				bound("blog", "cache-0", "node-3", redisLabels("cache", "master", "0")),
-				bound("blog", "cache-1", "node-3", redisLabels("cache", "replica", "0")),
+				fixture.MakePod().Namespace("search").Name("logs-data-0").UID("uid-search-logs-data-0").Elasticsearch("logs", "data").Node("node-2").Obj(),
+				fixture.MakePod().Namespace("search").Name("logs-data-1").UID("uid-search-logs-data-1").Elasticsearch("logs", "data").Node("node-2").Obj(),
+				fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-shop-cache-0").Redis("cache", "master", "0").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("shop").Name("cache-1").UID("uid-shop-cache-1").Redis("cache", "replica", "0").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("blog").Name("cache-0").UID("uid-blog-cache-0").Redis("cache", "master", "0").Node("node-3").Obj(),
+				fixture.MakePod().Namespace("blog").Name("cache-1").UID("uid-blog-cache-1").Redis("cache", "replica", "0").Node("node-3").Obj(),
 			},
 			want: []Violation{
 				{
@@ -160,14 +161,14 @@ func TestRun(t *testing.T) {
 		{
 			name: "pods no rule applies to",
 			pods: []runtime.Object{
-				bound("web", "front-0", "node-1", map[string]string{"app": "front"}),
-				bound("web", "front-1", "node-1", map[string]string{"app": "front"}),
+				fixture.MakePod().Namespace("web").Name("front-0").UID("uid-web-front-0").Label("app", "front").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("web").Name("front-1").UID("uid-web-front-1").Label("app", "front").Node("node-1").Obj(),
 			},
 			ungrouped: 2,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, append(nodes("node-1", "node-2", "node-3"), tc.pods...)...)
+			f := newHarness(t, append(nodes("node-1", "node-2", "node-3"), tc.pods...)...)
 			got := f.run(t)
 			if got.PolicyRevision == "" {
 				t.Error("no policy revision")
@@ -186,19 +187,19 @@ func TestRun(t *testing.T) {
 // TestEventsAndGauge follows one cluster through failovers: a violation is
 // announced once, on both pods, while the gauge counts it at every pass.
 func TestEventsAndGauge(t *testing.T) {
-	m0 := bound("shop", "cache-0", "node-1", redisLabels("cache", "master", "0"))
-	r1 := bound("shop", "cache-1", "node-2", redisLabels("cache", "replica", "0"))
-	m2 := bound("shop", "cache-2", "node-2", redisLabels("cache", "master", "1"))
-	r3 := bound("shop", "cache-3", "node-1", redisLabels("cache", "replica", "1"))
-	f := newFixture(t, append(nodes("node-1", "node-2", "node-3"), m0, r1, m2, r3)...)
+	m0 := fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-shop-cache-0").Redis("cache", "master", "0").Node("node-1").Obj()
+	r1 := fixture.MakePod().Namespace("shop").Name("cache-1").UID("uid-shop-cache-1").Redis("cache", "replica", "0").Node("node-2").Obj()
+	m2 := fixture.MakePod().Namespace("shop").Name("cache-2").UID("uid-shop-cache-2").Redis("cache", "master", "1").Node("node-2").Obj()
+	r3 := fixture.MakePod().Namespace("shop").Name("cache-3").UID("uid-shop-cache-3").Redis("cache", "replica", "1").Node("node-1").Obj()
+	f := newHarness(t, append(nodes("node-1", "node-2", "node-3"), m0, r1, m2, r3)...)
 	// failover swaps the roles of shard 1's pods, in place, as a Redis
 	// failover relabels them.
 	failover := func(t *testing.T) {
 		for _, p := range []*corev1.Pod{m2, r3} {
 			if p.Labels["app.kubernetes.io/component"] == "master" {
-				p.Labels = redisLabels("cache", "replica", "1")
+				p.Labels = fixture.RedisLabels("cache", "replica", "1")
 			} else {
-				p.Labels = redisLabels("cache", "master", "1")
+				p.Labels = fixture.RedisLabels("cache", "master", "1")
 			}
 			f.apply(t, p)
 		}

@@ -10,14 +10,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/regosched/regosched/internal/core/placement/placementtest"
 	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // The benchmark cluster: 1,000 Redis clusters of 3 shards of a master and
@@ -44,14 +43,8 @@ const (
 func benchPods(crowded bool) []corev1.Pod {
 	pods := make([]corev1.Pod, 0, benchClusters*(2*redisShards+esPods))
 	add := func(ns, name string, node int, labels map[string]string) {
-		pods = append(pods, corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{
-				Namespace: ns, Name: name, UID: types.UID(ns + "/" + name),
-				ResourceVersion: strconv.Itoa(1000 + len(pods)), Labels: labels,
-			},
-			Spec:   corev1.PodSpec{NodeName: fmt.Sprintf("node-%04d", node%benchNodes)},
-			Status: corev1.PodStatus{Phase: corev1.PodRunning},
-		})
+		pods = append(pods, *fixture.MakePod().Namespace(ns).Name(name).UID(ns + "/" + name).ResourceVersion(strconv.Itoa(1000 + len(pods))).
+			Labels(labels).Node(fmt.Sprintf("node-%04d", node%benchNodes)).Phase(corev1.PodRunning).Obj())
 	}
 	next := 0 // first node of the next cluster
 	for c := range benchClusters {
@@ -66,8 +59,8 @@ func benchPods(crowded bool) []corev1.Pod {
 				master = next // with shard 0's master
 			}
 			shard := strconv.Itoa(s)
-			add(ns, fmt.Sprintf("%s-%d-master", name, s), master, redisLabels(name, "master", shard))
-			add(ns, fmt.Sprintf("%s-%d-replica", name, s), replica, redisLabels(name, "replica", shard))
+			add(ns, fmt.Sprintf("%s-%d-master", name, s), master, fixture.RedisLabels(name, "master", shard))
+			add(ns, fmt.Sprintf("%s-%d-replica", name, s), replica, fixture.RedisLabels(name, "replica", shard))
 		}
 		if crowded {
 			next += redisShards
@@ -80,7 +73,7 @@ func benchPods(crowded bool) []corev1.Pod {
 		broken := c%brokenEvery == 0
 		for i := range esPods {
 			node := next + i
-			labels := esLabels(name)
+			labels := fixture.ElasticsearchLabels(name, "data")
 			if crowded {
 				node = next + i/2 // data i with master-eligible i+1
 				if i%2 == 1 {
@@ -89,7 +82,7 @@ func benchPods(crowded bool) []corev1.Pod {
 			}
 			if broken && i == esPods-1 {
 				node = next // with data pod 0
-				labels = esLabels(name)
+				labels = fixture.ElasticsearchLabels(name, "data")
 			}
 			add(ns, fmt.Sprintf("%s-%d", name, i), node, labels)
 		}
@@ -108,9 +101,7 @@ func benchAuditor(b *testing.B, crowded bool) *Auditor {
 	b.Helper()
 	objs := make([]runtime.Object, benchNodes)
 	for i := range objs {
-		objs[i] = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%04d", i), Labels: map[string]string{
-			"topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", i%3),
-		}}}
+		objs[i] = fixture.MakeNode().Name(fmt.Sprintf("node-%04d", i)).Zone(fmt.Sprintf("zone-%d", i%3)).Obj()
 	}
 	client := fake.NewClientset(objs...)
 	// Listed through a reactor, as the extender's benchmarks do: the fake

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // customPolicy is a claims policy of its own, not the default's workloads:
@@ -55,13 +56,13 @@ func TestCustomPolicy(t *testing.T) {
 		return l
 	}
 	// The reserved pod sorts second: the violation's reason is still its own.
-	c1 := bound("ns", "c-1", "node-3", app("c", "reserved", "true"))
+	c1 := fixture.MakePod().Namespace("ns").Name("c-1").UID("uid-ns-c-1").Labels(app("c", "reserved", "true")).Node("node-3").Obj()
 	pol := customPolicy(t)
-	f := newFixtureWith(t, pol, append(nodes("node-1", "node-2", "node-3"),
-		bound("ns", "a-0", "node-1", app("a", "exclusive", "true")),
-		bound("ns", "a-1", "node-1", app("a", "exclusive", "true")),
-		bound("ns", "a-2", "node-2", app("a", "exclusive", "true")),
-		bound("ns", "c-0", "node-3", app("c")),
+	f := newHarnessWith(t, pol, append(nodes("node-1", "node-2", "node-3"),
+		fixture.MakePod().Namespace("ns").Name("a-0").UID("uid-ns-a-0").Labels(app("a", "exclusive", "true")).Node("node-1").Obj(),
+		fixture.MakePod().Namespace("ns").Name("a-1").UID("uid-ns-a-1").Labels(app("a", "exclusive", "true")).Node("node-1").Obj(),
+		fixture.MakePod().Namespace("ns").Name("a-2").UID("uid-ns-a-2").Labels(app("a", "exclusive", "true")).Node("node-2").Obj(),
+		fixture.MakePod().Namespace("ns").Name("c-0").UID("uid-ns-c-0").Labels(app("c")).Node("node-3").Obj(),
 		c1,
 	)...)
 

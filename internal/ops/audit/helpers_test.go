@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/regosched/regosched"
@@ -22,40 +21,14 @@ import (
 	"github.com/regosched/regosched/internal/core/placement"
 	"github.com/regosched/regosched/internal/core/placement/placementtest"
 	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/test/fixture"
 )
 
-func redisLabels(cluster, role, shard string) map[string]string {
-	return map[string]string{
-		"app.kubernetes.io/name":      "redis",
-		"app.kubernetes.io/instance":  cluster,
-		"app.kubernetes.io/component": role,
-		"regosched.io/shard":          shard,
-	}
-}
-
-func esLabels(cluster string) map[string]string {
-	return map[string]string{
-		"app.kubernetes.io/name":      "elasticsearch",
-		"app.kubernetes.io/instance":  cluster,
-		"app.kubernetes.io/component": "data",
-	}
-}
-
-// bound is a running pod on node whose UID is "uid-<namespace>-<name>".
-func bound(ns, name, node string, labels map[string]string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name), Labels: labels},
-		Spec:       corev1.PodSpec{NodeName: node},
-		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
-	}
-}
-
+// nodes are the cluster's nodes, in zones zone-0 to zone-2 in turn.
 func nodes(names ...string) []runtime.Object {
 	objs := make([]runtime.Object, len(names))
 	for i, n := range names {
-		objs[i] = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{
-			"topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", i%3),
-		}}}
+		objs[i] = fixture.MakeNode().Name(n).Zone(fmt.Sprintf("zone-%d", i%3)).Obj()
 	}
 	return objs
 }
@@ -113,8 +86,8 @@ func (r *recorder) take() []event {
 	return out
 }
 
-// fixture is an Auditor over a real placement cache fed by a fake clientset.
-type fixture struct {
+// harness is an Auditor over a real placement cache fed by a fake clientset.
+type harness struct {
 	client   *fake.Clientset
 	cache    *placement.Cache
 	auditor  *Auditor
@@ -122,17 +95,17 @@ type fixture struct {
 	reg      *prometheus.Registry
 }
 
-func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
+func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	t.Helper()
-	return newFixtureWith(t, defaultPolicy(t), objs...)
+	return newHarnessWith(t, defaultPolicy(t), objs...)
 }
 
-// newFixtureWith is newFixture under pol.
-func newFixtureWith(t *testing.T, pol *policy.Policy, objs ...runtime.Object) *fixture {
+// newHarnessWith is newHarness under pol.
+func newHarnessWith(t *testing.T, pol *policy.Policy, objs ...runtime.Object) *harness {
 	t.Helper()
 	current := func() *policy.Policy { return pol }
 	log, _ := logtest.NewNullLogger()
-	f := &fixture{client: fake.NewClientset(objs...), recorder: &recorder{}, reg: prometheus.NewRegistry()}
+	f := &harness{client: fake.NewClientset(objs...), recorder: &recorder{}, reg: prometheus.NewRegistry()}
 	f.cache = placementtest.Start(t, f.client, policy.Describer(current))
 	var err error
 	f.auditor, err = New(Config{Cache: f.cache, Policies: current, Recorder: f.recorder, Log: log, Registerer: f.reg})
@@ -144,7 +117,7 @@ func newFixtureWith(t *testing.T, pol *policy.Policy, objs ...runtime.Object) *f
 
 // apply creates or updates pod in the API and waits until the cache shows
 // it on its node with its labels.
-func (f *fixture) apply(t *testing.T, pod *corev1.Pod) {
+func (f *harness) apply(t *testing.T, pod *corev1.Pod) {
 	t.Helper()
 	ctx := context.Background()
 	pods := f.client.CoreV1().Pods(pod.Namespace)
@@ -161,7 +134,7 @@ func (f *fixture) apply(t *testing.T, pod *corev1.Pod) {
 }
 
 // remove deletes pod and waits until the cache drops it.
-func (f *fixture) remove(t *testing.T, pod *corev1.Pod) {
+func (f *harness) remove(t *testing.T, pod *corev1.Pod) {
 	t.Helper()
 	if err := f.client.CoreV1().Pods(pod.Namespace).Delete(context.Background(), pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -172,7 +145,7 @@ func (f *fixture) remove(t *testing.T, pod *corev1.Pod) {
 	})
 }
 
-func (f *fixture) eventually(t *testing.T, cond func() bool) {
+func (f *harness) eventually(t *testing.T, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !cond(); {
 		if time.Now().After(deadline) {
@@ -182,7 +155,7 @@ func (f *fixture) eventually(t *testing.T, cond func() bool) {
 	}
 }
 
-func (f *fixture) run(t *testing.T) Report {
+func (f *harness) run(t *testing.T) Report {
 	t.Helper()
 	r, err := f.auditor.Run(context.Background())
 	if err != nil {

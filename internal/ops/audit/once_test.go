@@ -13,15 +13,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/regosched/regosched/test/fixture"
 )
 
 func TestOnce(t *testing.T) {
 	pol := defaultPolicy(t)
 	log, _ := logtest.NewNullLogger()
 	client := fake.NewClientset(append(nodes("node-1", "node-2"),
-		bound("shop", "cache-0", "node-1", redisLabels("cache", "master", "0")),
-		bound("shop", "cache-1", "node-1", redisLabels("cache", "replica", "0")),
-		bound("search", "logs-data-0", "node-2", esLabels("logs")),
+		fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-shop-cache-0").Redis("cache", "master", "0").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-1").UID("uid-shop-cache-1").Redis("cache", "replica", "0").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("search").Name("logs-data-0").UID("uid-search-logs-data-0").Elasticsearch("logs", "data").Node("node-2").Obj(),
 	)...)
 	got, err := Once(context.Background(), OnceOptions{Client: client, Policy: pol, Log: log})
 	if err != nil {
@@ -58,10 +60,10 @@ func TestOnceNamespace(t *testing.T) {
 	pol := defaultPolicy(t)
 	log, _ := logtest.NewNullLogger()
 	objects := append(nodes("node-1", "node-2"),
-		bound("shop", "cache-0", "node-1", redisLabels("cache", "master", "0")),
-		bound("shop", "cache-1", "node-1", redisLabels("cache", "replica", "0")),
-		bound("search", "logs-data-0", "node-2", esLabels("logs")),
-		bound("search", "logs-data-1", "node-2", esLabels("logs")),
+		fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-shop-cache-0").Redis("cache", "master", "0").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-1").UID("uid-shop-cache-1").Redis("cache", "replica", "0").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("search").Name("logs-data-0").UID("uid-search-logs-data-0").Elasticsearch("logs", "data").Node("node-2").Obj(),
+		fixture.MakePod().Namespace("search").Name("logs-data-1").UID("uid-search-logs-data-1").Elasticsearch("logs", "data").Node("node-2").Obj(),
 	)
 	shop := Violation{
 		Rule: "redis-master-replica", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-1"},
@@ -94,9 +96,9 @@ func TestOnceNamespace(t *testing.T) {
 func TestOnceProgress(t *testing.T) {
 	log, _ := logtest.NewNullLogger()
 	client := fake.NewClientset(append(nodes("node-1", "node-2"),
-		bound("shop", "cache-0", "node-1", redisLabels("cache", "master", "0")),
-		bound("shop", "cache-1", "node-1", redisLabels("cache", "replica", "0")),
-		bound("search", "logs-data-0", "node-2", esLabels("logs")),
+		fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-shop-cache-0").Redis("cache", "master", "0").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-1").UID("uid-shop-cache-1").Redis("cache", "replica", "0").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("search").Name("logs-data-0").UID("uid-search-logs-data-0").Elasticsearch("logs", "data").Node("node-2").Obj(),
 	)...)
 	var got []Progress
 	_, err := Once(context.Background(), OnceOptions{Client: client, Policy: defaultPolicy(t), Log: log,

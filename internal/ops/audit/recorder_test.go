@@ -12,15 +12,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
+
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // TestEventsThroughClientGo records through client-go's events.k8s.io
 // recorder, as `regosched serve` would: the references the audit builds
 // from cached pods, which keep no full object, must make valid Events.
 func TestEventsThroughClientGo(t *testing.T) {
-	f := newFixture(t, append(nodes("node-1"),
-		bound("shop", "cache-0", "node-1", redisLabels("cache", "master", "0")),
-		bound("shop", "cache-2", "node-1", redisLabels("cache", "master", "1")),
+	f := newHarness(t, append(nodes("node-1"),
+		fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-shop-cache-0").Redis("cache", "master", "0").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-2").UID("uid-shop-cache-2").Redis("cache", "master", "1").Node("node-1").Obj(),
 	)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -66,7 +68,7 @@ func TestEventsThroughClientGo(t *testing.T) {
 	// The same pair breaking another rule (cache-2 now a replica of cache-0's
 	// shard) is announced with its own note, not folded into the first
 	// series, whose note the recorder would keep.
-	p := bound("shop", "cache-2", "node-1", redisLabels("cache", "replica", "0"))
+	p := fixture.MakePod().Namespace("shop").Name("cache-2").UID("uid-shop-cache-2").Redis("cache", "replica", "0").Node("node-1").Obj()
 	f.apply(t, p)
 	f.run(t)
 	const note = "hard placement rule redis-master-replica is broken on node node-1 by this pod and shop/cache-0: redis: master shop/cache-0 of cluster cache (shard 0) already on this node"

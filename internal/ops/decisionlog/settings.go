@@ -17,7 +17,8 @@ import (
 // operator writes them: `regosched serve`'s --decision-log* flags and
 // regosched-scheduler's decisionLog arg. Both builds check them and open
 // their sink here, so that they take and refuse the same settings; only
-// the names in their errors differ (Names).
+// the names in their errors differ (Names). Those names and the defaults
+// are internal/frontend/settings'.
 type Settings struct {
 	// Target is where events go: "" (off), Stdout, an http(s):// URL of an
 	// OPA decision log service (events are POSTed to Target + "/logs" as
@@ -64,6 +65,7 @@ const CloseTimeout = 5 * time.Second
 const (
 	SettingTarget           = "target"
 	SettingSample           = "sample"
+	SettingMaskLabels       = "maskLabels"
 	SettingMaskMode         = "maskMode"
 	SettingBufferSize       = "bufferSize"
 	SettingFlushInterval    = "flushInterval"

@@ -34,19 +34,19 @@ import (
 // lists of pods and nodes.
 const DefaultSyncTimeout = 30 * time.Second
 
-// Verdict is filter's answer for one node.
-type Verdict string
+// Outcome is filter's answer for one node (a report's "verdict").
+type Outcome string
 
 // Verdicts, as the extender protocol has them.
 const (
 	// OK: the node passes filter.
-	OK Verdict = "ok"
+	OK Outcome = "ok"
 	// Failed: a hard rule removes the node, but every conflicting peer on it
 	// has a lower priority, so preemption may help (FailedNodes).
-	Failed Verdict = "failed"
+	Failed Outcome = "failed"
 	// Unresolvable: a hard rule removes the node and preemption cannot help
 	// (FailedAndUnresolvableNodes).
-	Unresolvable Verdict = "unresolvable"
+	Unresolvable Outcome = "unresolvable"
 )
 
 // Report is what regosched decides for one pod.
@@ -90,7 +90,7 @@ type Peer struct {
 // NodeResult is the decision for one node.
 type NodeResult struct {
 	Node    string  `json:"node"`
-	Verdict Verdict `json:"verdict"`
+	Verdict Outcome `json:"verdict"`
 	// Score is prioritize's 0..10 among the nodes that pass filter, as the
 	// scheduler would get it; nil for a node filter removes.
 	Score *int64 `json:"score,omitempty"`

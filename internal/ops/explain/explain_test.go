@@ -13,9 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -23,6 +21,7 @@ import (
 	"github.com/regosched/regosched/internal/core/bundles"
 	"github.com/regosched/regosched/internal/core/policy"
 	"github.com/regosched/regosched/internal/plumbing/output"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 var zones = map[string]string{"node-1": "zone-a", "node-2": "zone-b", "node-3": "zone-c", "node-4": "zone-a"}
@@ -30,34 +29,9 @@ var zones = map[string]string{"node-1": "zone-a", "node-2": "zone-b", "node-3": 
 func nodes() []runtime.Object {
 	var objs []runtime.Object
 	for name, zone := range zones {
-		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-			Name: name, Labels: map[string]string{"topology.kubernetes.io/zone": zone},
-		}})
+		objs = append(objs, fixture.MakeNode().Name(name).Zone(zone).Obj())
 	}
 	return objs
-}
-
-func redisLabels(cluster, role, shard string) map[string]string {
-	return map[string]string{
-		"app.kubernetes.io/name":      "redis",
-		"app.kubernetes.io/instance":  cluster,
-		"app.kubernetes.io/component": role,
-		"regosched.io/shard":          shard,
-	}
-}
-
-// redis is a Redis pod of cluster cache; bound when node is set, with UID
-// "uid-<name>" then.
-func redis(ns, name, role, shard, node string, prio int32) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: redisLabels("cache", role, shard)},
-		Spec:       corev1.PodSpec{Priority: &prio, NodeName: node},
-	}
-	if node != "" {
-		p.UID = types.UID("uid-" + name)
-		p.Status.Phase = corev1.PodRunning
-	}
-	return p
 }
 
 func defaultPolicy(t *testing.T) *policy.Policy {
@@ -91,16 +65,16 @@ func score(s int64) *int64 { return &s }
 // priority).
 func shop() []runtime.Object {
 	return []runtime.Object{
-		redis("shop", "cache-0-master", "master", "0", "node-1", 0),
-		redis("shop", "cache-0-replica", "replica", "0", "node-2", 0),
-		redis("shop", "cache-1-master", "master", "1", "node-3", 1000),
+		fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Node("node-2").Obj(),
+		fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Node("node-3").Priority(1000).Obj(),
 	}
 }
 
 func TestExplain(t *testing.T) {
 	pol := defaultPolicy(t)
 	peer := func(name, role, shard, node string, prio int32) Peer {
-		return Peer{Pod: "shop/" + name, Node: node, Priority: prio, Labels: redisLabels("cache", role, shard)}
+		return Peer{Pod: "shop/" + name, Node: node, Priority: prio, Labels: fixture.RedisLabels("cache", role, shard)}
 	}
 	tests := []struct {
 		name string
@@ -112,7 +86,7 @@ func TestExplain(t *testing.T) {
 			// The policy protects masters from preemption: the lower-priority
 			// master's node is no more resolvable than the other.
 			name: "a master fails on the nodes of the other masters of its cluster",
-			pod:  redis("shop", "cache-2-master", "master", "2", "", 100),
+			pod:  fixture.MakePod().Namespace("shop").Name("cache-2-master").UID("").Redis("cache", "master", "2").Priority(100).Obj(),
 			objs: shop(),
 			want: &Report{
 				Pod:      "shop/cache-2-master",
@@ -135,9 +109,7 @@ func TestExplain(t *testing.T) {
 		},
 		{
 			name: "a pod no rule applies to passes everywhere, without preference",
-			pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
-				Namespace: "shop", Name: "web", Labels: map[string]string{"app": "web"},
-			}},
+			pod:  fixture.MakePod().Namespace("shop").Name("web").UID("").Label("app", "web").Obj(),
 			objs: shop(),
 			want: &Report{
 				Pod:         "shop/web",
@@ -152,13 +124,13 @@ func TestExplain(t *testing.T) {
 		},
 		{
 			name: "a pod without namespace is in default, and its peers are those of default",
-			pod:  redis("", "cache-1-master", "master", "1", "", 0),
-			objs: append(shop(), redis("default", "cache-0-master", "master", "0", "node-4", 0)),
+			pod:  fixture.MakePod().Name("cache-1-master").UID("").Redis("cache", "master", "1").Obj(),
+			objs: append(shop(), fixture.MakePod().Namespace("default").Name("cache-0-master").Redis("cache", "master", "0").Node("node-4").Obj()),
 			want: &Report{
 				Pod:      "default/cache-1-master",
 				PeerKeys: []string{"redis/default/cache"},
 				Peers: []Peer{{
-					Pod: "default/cache-0-master", Node: "node-4", Labels: redisLabels("cache", "master", "0"),
+					Pod: "default/cache-0-master", Node: "node-4", Labels: fixture.RedisLabels("cache", "master", "0"),
 				}},
 				// The only penalised node failed: no preference among the rest.
 				Nodes: []NodeResult{
@@ -171,7 +143,7 @@ func TestExplain(t *testing.T) {
 		},
 		{
 			name: "the manifest of a bound pod is not its own peer",
-			pod:  redis("shop", "cache-0-master", "master", "0", "", 0), // no UID, as written by hand
+			pod:  fixture.MakePod().Namespace("shop").Name("cache-0-master").UID("").Redis("cache", "master", "0").Obj(), // no UID, as written by hand
 			objs: shop(),
 			want: &Report{
 				Pod:      "shop/cache-0-master",
@@ -207,7 +179,7 @@ func TestExplain(t *testing.T) {
 
 func TestRenderTable(t *testing.T) {
 	pol := defaultPolicy(t)
-	r := explain(t, pol, redis("shop", "cache-2-master", "master", "2", "", 100), shop()...)
+	r := explain(t, pol, fixture.MakePod().Namespace("shop").Name("cache-2-master").UID("").Redis("cache", "master", "2").Priority(100).Obj(), shop()...)
 	var b bytes.Buffer
 	if err := Render(&b, r, output.Table); err != nil {
 		t.Fatal(err)
@@ -231,7 +203,7 @@ node-2  ok            0
 	}
 
 	// The header of a pod no rule applies to says so, and why.
-	r = explain(t, pol, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web"}})
+	r = explain(t, pol, fixture.MakePod().Name("web").UID("").Obj())
 	b.Reset()
 	if err := Render(&b, r, output.Table); err != nil {
 		t.Fatal(err)
@@ -250,7 +222,7 @@ node-2  ok            0
 
 func TestRenderJSON(t *testing.T) {
 	pol := defaultPolicy(t)
-	r := explain(t, pol, redis("shop", "cache-2-master", "master", "2", "", 100), shop()...)
+	r := explain(t, pol, fixture.MakePod().Namespace("shop").Name("cache-2-master").UID("").Redis("cache", "master", "2").Priority(100).Obj(), shop()...)
 	var b bytes.Buffer
 	if err := Render(&b, r, output.JSON); err != nil {
 		t.Fatal(err)
@@ -297,7 +269,11 @@ func TestExplainAPIErrors(t *testing.T) {
 				return true, nil, errors.New(tt.resource + " is forbidden")
 			})
 			log, _ := logtest.NewNullLogger()
-			_, err := Explain(context.Background(), redis("shop", "m", "master", "0", "", 0), Options{Client: client, Policy: pol, Log: log})
+			_, err := Explain(
+				context.Background(),
+				fixture.MakePod().Namespace("shop").Name("m").UID("").Redis("cache", "master", "0").Obj(),
+				Options{Client: client, Policy: pol, Log: log},
+			)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Explain() error = %v, want %q", err, tt.want)
 			}
@@ -319,7 +295,7 @@ func TestExplainSyncTimeout(t *testing.T) {
 	})
 	log, _ := logtest.NewNullLogger()
 	start := time.Now()
-	_, err := Explain(context.Background(), redis("shop", "m", "master", "0", "", 0), Options{
+	_, err := Explain(context.Background(), fixture.MakePod().Namespace("shop").Name("m").UID("").Redis("cache", "master", "0").Obj(), Options{
 		Client: client, Policy: defaultPolicy(t), SyncTimeout: 300 * time.Millisecond, Log: log,
 	})
 	if want := "did not sync with the API server within 300ms"; err == nil || !strings.Contains(err.Error(), want) {

@@ -55,7 +55,7 @@ func renderTable(w io.Writer, r *Report) error {
 		}
 		line("Peers:", peers...)
 	}
-	counts := map[Verdict]int{}
+	counts := map[Outcome]int{}
 	for _, n := range r.Nodes {
 		counts[n.Verdict]++
 	}

@@ -11,15 +11,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/regosched/regosched/internal/core/placement/placementtest"
 	"github.com/regosched/regosched/internal/core/policy"
 	"github.com/regosched/regosched/internal/ops/audit"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // The benchmark cluster, as the audit's: 1,000 Redis Clusters of 3 shards
@@ -33,13 +32,9 @@ const (
 
 func benchPods() []corev1.Pod {
 	pods := make([]corev1.Pod, 0, benchClusters*10)
-	add := func(ns, name string, node int, labels map[string]string) {
-		pods = append(pods, corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name),
-				ResourceVersion: strconv.Itoa(1000 + len(pods)), Labels: labels},
-			Spec:   corev1.PodSpec{NodeName: fmt.Sprintf("node-%04d", node%benchNodes)},
-			Status: corev1.PodStatus{Phase: corev1.PodRunning},
-		})
+	add := func(ns, name string, node int, pod *fixture.PodWrapper) {
+		pods = append(pods, *pod.Namespace(ns).Name(name).UID(ns + "/" + name).ResourceVersion(strconv.Itoa(1000 + len(pods))).
+			Node(fmt.Sprintf("node-%04d", node%benchNodes)).Phase(corev1.PodRunning).Obj())
 	}
 	next := 0
 	for c := range benchClusters {
@@ -47,16 +42,13 @@ func benchPods() []corev1.Pod {
 		for s := range 3 {
 			shard := "slot-" + strconv.Itoa(s*5461)
 			for i, role := range []string{"master", "replica"} {
-				l := bitnamiCluster("x", role, shard).Labels
-				l["app.kubernetes.io/instance"] = fmt.Sprintf("redis-%04d", c)
-				add(ns, fmt.Sprintf("redis-%04d-%d-%d", c, s, i), next+2*s+i, l)
+				add(ns, fmt.Sprintf("redis-%04d-%d-%d", c, s, i), next+2*s+i, fixture.MakePod().
+					BitnamiRedisCluster(fmt.Sprintf("redis-%04d", c)).Label(fixture.LabelRole, role).Label(fixture.LabelShard, shard))
 			}
 		}
 		next += 6
 		for i := range 4 {
-			l := esData("x", "").Labels
-			l["app.kubernetes.io/instance"] = fmt.Sprintf("es-%04d", c)
-			add(ns, fmt.Sprintf("es-%04d-%d", c, i), next+i, l)
+			add(ns, fmt.Sprintf("es-%04d-%d", c, i), next+i, fixture.MakePod().Elasticsearch(fmt.Sprintf("es-%04d", c), "data"))
 		}
 		next += 4
 	}
@@ -69,7 +61,7 @@ func benchPods() []corev1.Pod {
 func BenchmarkPass(b *testing.B) {
 	objs := make([]runtime.Object, benchNodes)
 	for i := range objs {
-		objs[i] = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%04d", i)}}
+		objs[i] = fixture.MakeNode().Name(fmt.Sprintf("node-%04d", i)).Obj()
 	}
 	client := fake.NewClientset(objs...)
 	client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {

@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/regosched/regosched/internal/core/model"
 	"github.com/regosched/regosched/internal/redis/redisconn"
 	"github.com/regosched/regosched/internal/redis/redisroles"
+	"github.com/regosched/regosched/test/fixture"
 	"github.com/regosched/regosched/test/localredis"
 )
 
@@ -51,13 +51,12 @@ func TestLiveChecksOnARealCluster(t *testing.T) {
 			break
 		}
 	}
-	pod := func(port int) *model.Pod { return &model.Pod{Namespace: "redis", Name: strconv.Itoa(port)} }
 
-	lr, err := ask(ctx, loopback{}, pod(replica))
+	lr, err := ask(ctx, loopback{}, fixture.MakePod().Namespace("redis").Name(strconv.Itoa(replica)).UID("").Model())
 	if err != nil {
 		t.Fatal(err)
 	}
-	lm, err := ask(ctx, loopback{}, pod(master))
+	lm, err := ask(ctx, loopback{}, fixture.MakePod().Namespace("redis").Name(strconv.Itoa(master)).UID("").Model())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +86,7 @@ func TestLiveChecksOnARealCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		later, err := ask(ctx, loopback{}, pod(master))
+		later, err := ask(ctx, loopback{}, fixture.MakePod().Namespace("redis").Name(strconv.Itoa(master)).UID("").Model())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +108,7 @@ func TestLiveChecksOnARealCluster(t *testing.T) {
 		_ = mc.Close()
 		var got live
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			l, err := ask(ctx, loopback{}, pod(replica))
+			l, err := ask(ctx, loopback{}, fixture.MakePod().Namespace("redis").Name(strconv.Itoa(replica)).UID("").Model())
 			got = l
 			// Within the node timeout the cluster does not know yet (the
 			// replica's link, and the master's silence, refuse then); a

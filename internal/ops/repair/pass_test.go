@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // The evictions of pods without a live role: only what a
@@ -28,36 +30,54 @@ func TestEvictionNeedsABudget(t *testing.T) {
 		wantWhy     string
 	}{
 		{
-			name:    "no PodDisruptionBudget: plan only",
-			objs:    []runtime.Object{esData("es-data-0", "node-1"), esData("es-data-1", "node-1")},
+			name: "no PodDisruptionBudget: plan only",
+			objs: []runtime.Object{
+				fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+			},
 			wantWhy: "no PodDisruptionBudget covers it",
 		},
 		{
-			name:    "a budget of other pods",
-			objs:    []runtime.Object{esData("es-data-0", "node-1"), esData("es-data-1", "node-1"), pdb(map[string]string{"app": "other"})},
+			name: "a budget of other pods",
+			objs: []runtime.Object{
+				fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+				pdb(map[string]string{"app": "other"}),
+			},
 			wantWhy: "no PodDisruptionBudget covers it",
 		},
 		{
-			name:    "the budget forbids it now",
-			objs:    []runtime.Object{esData("es-data-0", "node-1"), esData("es-data-1", "node-1"), pdb(map[string]string{"app.kubernetes.io/name": "elasticsearch"})},
+			name: "the budget forbids it now",
+			objs: []runtime.Object{
+				fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+				pdb(map[string]string{"app.kubernetes.io/name": "elasticsearch"}),
+			},
 			refuse:  true,
 			wantWhy: "would refuse its eviction now",
 		},
 		{
 			name: "no controller recreates it",
-			objs: []runtime.Object{pod("logs", "es-data-0", "node-1", esData("x", "").Labels), pod("logs", "es-data-1", "node-1", esData("x", "").Labels),
-				pdb(map[string]string{"app.kubernetes.io/name": "elasticsearch"})},
+			objs: []runtime.Object{
+				fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Node("node-1").Obj(),
+				pdb(map[string]string{"app.kubernetes.io/name": "elasticsearch"}),
+			},
 			wantWhy: "no controller owns it",
 		},
 		{
-			name:        "the budget allows it: one pod is evicted, the later one",
-			objs:        []runtime.Object{esData("es-data-0", "node-1"), esData("es-data-1", "node-1"), pdb(map[string]string{"app.kubernetes.io/name": "elasticsearch"})},
+			name: "the budget allows it: one pod is evicted, the later one",
+			objs: []runtime.Object{
+				fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+				pdb(map[string]string{"app.kubernetes.io/name": "elasticsearch"}),
+			},
 			wantEvicted: []string{"logs/es-data-1"},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, append(tc.objs, node("node-1"), node("node-2"))...)
+			f := newHarness(t, append(tc.objs, fixture.MakeNode().Name("node-1").Obj(), fixture.MakeNode().Name("node-2").Obj())...)
 			f.refuse = tc.refuse
 			r := f.repairer(t, On)
 			report := f.pass(t, r)
@@ -87,9 +107,15 @@ func TestEvictionNeedsABudget(t *testing.T) {
 // passes, and ends Repaired once its violation is gone; a new leader (a
 // Repairer with no memory) follows it up as well, and sends nothing twice.
 func TestEvictionLifecycle(t *testing.T) {
-	f := newFixture(t, esData("es-data-0", "node-1"), esData("es-data-1", "node-1"),
-		esData("es-data-2", "node-2"), esData("es-data-3", "node-2"),
-		pdb(map[string]string{"app.kubernetes.io/name": "elasticsearch"}), node("node-1"), node("node-2"))
+	f := newHarness(t,
+		fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("logs").Name("es-data-2").Elasticsearch("es", "data").StatefulSet("sts", "sts-uid").Node("node-2").Obj(),
+		fixture.MakePod().Namespace("logs").Name("es-data-3").Elasticsearch("es", "data").StatefulSet("sts", "sts-uid").Node("node-2").Obj(),
+		pdb(map[string]string{"app.kubernetes.io/name": "elasticsearch"}),
+		fixture.MakeNode().Name("node-1").Obj(),
+		fixture.MakeNode().Name("node-2").Obj(),
+	)
 	first := f.repairer(t, On)
 	f.pass(t, first)
 	evicted, _ := f.evictions()
@@ -138,10 +164,14 @@ func TestEvictionLifecycle(t *testing.T) {
 // A repair whose violation outlives the timeout is given up, reported and
 // backed off; plan mode acts on nothing and writes nothing.
 func TestTimeoutAndPlanMode(t *testing.T) {
-	objs := []runtime.Object{esData("es-data-0", "node-1"), esData("es-data-1", "node-1"),
-		pdb(map[string]string{"app.kubernetes.io/name": "elasticsearch"}), node("node-1")}
+	objs := []runtime.Object{
+		fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+		pdb(map[string]string{"app.kubernetes.io/name": "elasticsearch"}),
+		fixture.MakeNode().Name("node-1").Obj(),
+	}
 	t.Run("plan", func(t *testing.T) {
-		f := newFixture(t, objs...)
+		f := newHarness(t, objs...)
 		r := f.repairer(t, Plan)
 		f.pass(t, r)
 		f.pass(t, r)
@@ -160,13 +190,13 @@ func TestTimeoutAndPlanMode(t *testing.T) {
 		}
 	})
 	t.Run("timeout", func(t *testing.T) {
-		f := newFixture(t, objs...)
+		f := newHarness(t, objs...)
 		r := f.repairer(t, On)
 		f.pass(t, r)
 		f.waitGone(t, "uid-es-data-1")
 		// The pod comes back at once under its name on the same node, as
 		// if its controller and a scheduler without regosched put it there.
-		back := esData("es-data-1", "node-1")
+		back := fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").StatefulSet("sts", "sts-uid").Node("node-1").Obj()
 		back.UID = "uid-es-data-1-again"
 		if _, err := f.client.CoreV1().Pods("logs").Create(context.Background(), back, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -203,7 +233,11 @@ func TestRedisNeedsFacts(t *testing.T) {
 	}{
 		{
 			name: "an unknown role",
-			objs: []runtime.Object{bitnamiCluster("s-0", "master", "slot-0"), bitnamiCluster("s-1", "", "")},
+			objs: []runtime.Object{
+				fixture.MakePod().Namespace("cache").Name("s-0").BitnamiRedisCluster("sessions").
+					Label(fixture.LabelRole, "master").Label(fixture.LabelShard, "slot-0").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("cache").Name("s-1").BitnamiRedisCluster("sessions").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+			},
 			// The policy still groups a pod with no role label as a
 			// possible master; the repair will not guess.
 			wantWhy: "is unknown",
@@ -211,19 +245,29 @@ func TestRedisNeedsFacts(t *testing.T) {
 		{
 			// The policy keeps a replica of unknown shard from every master,
 			// since it may be that master's; the repair will not guess.
-			name:    "a shard not known",
-			objs:    []runtime.Object{bitnamiCluster("s-0", "master", "slot-0"), bitnamiCluster("s-1", "replica", "")},
+			name: "a shard not known",
+			objs: []runtime.Object{
+				fixture.MakePod().Namespace("cache").Name("s-0").BitnamiRedisCluster("sessions").
+					Label(fixture.LabelRole, "master").Label(fixture.LabelShard, "slot-0").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("cache").Name("s-1").BitnamiRedisCluster("sessions").
+					Label(fixture.LabelRole, "replica").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+			},
 			wantWhy: "the shard of cache/s-1 is unknown",
 		},
 		{
-			name:    "roles not confirmed by Redis",
-			objs:    []runtime.Object{bitnamiCluster("s-0", "master", "slot-0"), bitnamiCluster("s-1", "replica", "slot-0")},
+			name: "roles not confirmed by Redis",
+			objs: []runtime.Object{
+				fixture.MakePod().Namespace("cache").Name("s-0").BitnamiRedisCluster("sessions").
+					Label(fixture.LabelRole, "master").Label(fixture.LabelShard, "slot-0").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("cache").Name("s-1").BitnamiRedisCluster("sessions").
+					Label(fixture.LabelRole, "replica").Label(fixture.LabelShard, "slot-0").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+			},
 			wantWhy: "nothing can confirm them",
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, append(tc.objs, node("node-1"), node("node-2"))...)
+			f := newHarness(t, append(tc.objs, fixture.MakeNode().Name("node-1").Obj(), fixture.MakeNode().Name("node-2").Obj())...)
 			r := f.repairer(t, On)
 			report := f.pass(t, r)
 			if len(report.Violations) == 0 {
@@ -238,7 +282,13 @@ func TestRedisNeedsFacts(t *testing.T) {
 		})
 	}
 	t.Run("the replica is the one planned, never the master", func(t *testing.T) {
-		f := newFixture(t, bitnamiCluster("s-0", "master", "slot-0"), bitnamiCluster("s-1", "replica", "slot-0"), node("node-1"))
+		f := newHarness(t,
+			fixture.MakePod().Namespace("cache").Name("s-0").BitnamiRedisCluster("sessions").
+				Label(fixture.LabelRole, "master").Label(fixture.LabelShard, "slot-0").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+			fixture.MakePod().Namespace("cache").Name("s-1").BitnamiRedisCluster("sessions").
+				Label(fixture.LabelRole, "replica").Label(fixture.LabelShard, "slot-0").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+			fixture.MakeNode().Name("node-1").Obj(),
+		)
 		report, err := f.auditor.Run(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -251,7 +301,7 @@ func TestRedisNeedsFacts(t *testing.T) {
 	})
 }
 
-func waitCached(t *testing.T, f *fixture, p *corev1.Pod) {
+func waitCached(t *testing.T, f *harness, p *corev1.Pod) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		if _, ok := f.cache.PodByUID(p.UID); ok {
@@ -278,11 +328,13 @@ func TestTarpitRedisBoundsThePass(t *testing.T) {
 	var objs []runtime.Object
 	for i := range 20 {
 		name := fmt.Sprintf("node-%d", i)
-		objs = append(objs, node(name),
-			owned(pod("cache", fmt.Sprintf("a-%d", i), name, bitnamiCluster("x", "master", "slot-0").Labels)),
-			owned(pod("cache", fmt.Sprintf("b-%d", i), name, bitnamiCluster("x", "master", "slot-5461").Labels)))
+		objs = append(objs, fixture.MakeNode().Name(name).Obj(),
+			fixture.MakePod().Namespace("cache").Name(fmt.Sprintf("a-%d", i)).BitnamiRedisCluster("sessions").
+				Label(fixture.LabelRole, "master").Label(fixture.LabelShard, "slot-0").StatefulSet("sts", "sts-uid").Node(name).Obj(),
+			fixture.MakePod().Namespace("cache").Name(fmt.Sprintf("b-%d", i)).BitnamiRedisCluster("sessions").
+				Label(fixture.LabelRole, "master").Label(fixture.LabelShard, "slot-5461").StatefulSet("sts", "sts-uid").Node(name).Obj())
 	}
-	f := newFixture(t, objs...)
+	f := newHarness(t, objs...)
 	r := f.repairer(t, On)
 	r.cfg.Redis, r.cfg.PassTimeout = tarpit{}, 200*time.Millisecond
 	report, err := f.auditor.Run(context.Background())
@@ -311,9 +363,14 @@ func TestPlansCappedPerNamespace(t *testing.T) {
 	var objs []runtime.Object
 	for i := range 20 {
 		name := fmt.Sprintf("node-%d", i)
-		objs = append(objs, node(name), esData(fmt.Sprintf("es-data-%d-a", i), name), esData(fmt.Sprintf("es-data-%d-b", i), name))
+		objs = append(
+			objs,
+			fixture.MakeNode().Name(name).Obj(),
+			fixture.MakePod().Namespace("logs").Name(fmt.Sprintf("es-data-%d-a", i)).Elasticsearch("es", "data").StatefulSet("sts", "sts-uid").Node(name).Obj(),
+			fixture.MakePod().Namespace("logs").Name(fmt.Sprintf("es-data-%d-b", i)).Elasticsearch("es", "data").StatefulSet("sts", "sts-uid").Node(name).Obj(),
+		)
 	}
-	f := newFixture(t, objs...)
+	f := newHarness(t, objs...)
 	r := f.repairer(t, Plan)
 	for pass, want := range []float64{eventsPerNamespace, 2 * eventsPerNamespace, 2 * eventsPerNamespace} {
 		f.pass(t, r)
@@ -329,8 +386,12 @@ func TestPlansCappedPerNamespace(t *testing.T) {
 // Plan mode makes a lasting violation's plan again only every replanEvery:
 // its API reads and dry runs are not spent each pass.
 func TestPlanModeReplansLastingViolationsRarely(t *testing.T) {
-	f := newFixture(t, esData("es-data-0", "node-1"), esData("es-data-1", "node-1"),
-		pdb(map[string]string{"app.kubernetes.io/name": "elasticsearch"}), node("node-1"))
+	f := newHarness(t,
+		fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+		fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").StatefulSet("sts", "sts-uid").Node("node-1").Obj(),
+		pdb(map[string]string{"app.kubernetes.io/name": "elasticsearch"}),
+		fixture.MakeNode().Name("node-1").Obj(),
+	)
 	r := f.repairer(t, Plan)
 	for _, step := range []struct {
 		after      time.Duration
@@ -356,9 +417,11 @@ func TestPlanModeReplansLastingViolationsRarely(t *testing.T) {
 // pod belongs to; the first pass, and a pass with the roles unchanged,
 // see none.
 func TestSeeFailovers(t *testing.T) {
-	master, replica := bitnamiCluster("s-0", "master", "slot-0"), bitnamiCluster("s-1", "replica", "slot-0")
-	replica.Spec.NodeName = "node-2"
-	f := newFixture(t, master, replica, node("node-1"), node("node-2"))
+	master := fixture.MakePod().Namespace("cache").Name("s-0").BitnamiRedisCluster("sessions").
+		Label(fixture.LabelRole, "master").Label(fixture.LabelShard, "slot-0").StatefulSet("sts", "sts-uid").Node("node-1").Obj()
+	replica := fixture.MakePod().Namespace("cache").Name("s-1").BitnamiRedisCluster("sessions").
+		Label(fixture.LabelRole, "replica").Label(fixture.LabelShard, "slot-0").StatefulSet("sts", "sts-uid").Node("node-2").Obj()
+	f := newHarness(t, master, replica, fixture.MakeNode().Name("node-1").Obj(), fixture.MakeNode().Name("node-2").Obj())
 	r := f.repairer(t, On)
 	pol := r.cfg.Policies()
 	see := func() (bool, *state) {

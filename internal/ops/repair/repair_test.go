@@ -113,9 +113,9 @@ func TestHoldReason(t *testing.T) {
 	}
 }
 
-// fixture is a Repairer and an Auditor over a real placement cache fed by
+// harness is a Repairer and an Auditor over a real placement cache fed by
 // a fake clientset that serves evictions.
-type fixture struct {
+type harness struct {
 	client   *fake.Clientset
 	policy   *policy.Policy
 	cache    *placement.Cache
@@ -143,12 +143,12 @@ func defaultPolicy(tb testing.TB) *policy.Policy {
 	return pol
 }
 
-func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
+func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	t.Helper()
 	pol := defaultPolicy(t)
 	current := func() *policy.Policy { return pol }
 	log, _ := logtest.NewNullLogger()
-	f := &fixture{client: fake.NewClientset(objs...), policy: pol, recorder: &recorder{}, reg: prometheus.NewRegistry(),
+	f := &harness{client: fake.NewClientset(objs...), policy: pol, recorder: &recorder{}, reg: prometheus.NewRegistry(),
 		now: time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)}
 	f.client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "eviction" {
@@ -176,7 +176,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 }
 
 // repairer is a Repairer of f in mode, as a leader would run it.
-func (f *fixture) repairer(t *testing.T, mode Mode) *Repairer {
+func (f *harness) repairer(t *testing.T, mode Mode) *Repairer {
 	t.Helper()
 	log, _ := logtest.NewNullLogger()
 	r, err := New(Config{Mode: mode, Cache: f.cache, Policies: func() *policy.Policy { return f.policy }, Kube: f.client,
@@ -189,7 +189,7 @@ func (f *fixture) repairer(t *testing.T, mode Mode) *Repairer {
 }
 
 // pass runs an audit pass, then r's pass on its report.
-func (f *fixture) pass(t *testing.T, r *Repairer) audit.Report {
+func (f *harness) pass(t *testing.T, r *Repairer) audit.Report {
 	t.Helper()
 	report, err := f.auditor.Run(context.Background())
 	if err != nil {
@@ -199,13 +199,13 @@ func (f *fixture) pass(t *testing.T, r *Repairer) audit.Report {
 	return report
 }
 
-func (f *fixture) evictions() (evicted, dryRuns []string) {
+func (f *harness) evictions() (evicted, dryRuns []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.evicted...), append([]string(nil), f.dryRuns...)
 }
 
-func (f *fixture) state(t *testing.T) *state {
+func (f *harness) state(t *testing.T) *state {
 	t.Helper()
 	st, err := store{kube: f.client, namespace: stateNS, name: DefaultConfigMap}.load(context.Background())
 	if err != nil {
@@ -214,7 +214,7 @@ func (f *fixture) state(t *testing.T) *state {
 	return st
 }
 
-func (f *fixture) waitGone(t *testing.T, uid types.UID) {
+func (f *harness) waitGone(t *testing.T, uid types.UID) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		if _, ok := f.cache.PodByUID(uid); !ok {
@@ -250,42 +250,6 @@ func (r *recorder) has(reason, text string) bool {
 	return false
 }
 
-func owned(p *corev1.Pod) *corev1.Pod {
-	yes := true
-	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "sts", UID: "sts-uid", Controller: &yes}}
-	return p
-}
-
-func pod(ns, name, node string, labels map[string]string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name), Labels: labels},
-		Spec:       corev1.PodSpec{NodeName: node},
-		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
-	}
-}
-
-func esData(name, node string) *corev1.Pod {
-	return owned(pod("logs", name, node, map[string]string{
-		"app.kubernetes.io/name": "elasticsearch", "app.kubernetes.io/instance": "es", "app.kubernetes.io/component": "data",
-	}))
-}
-
-// bitnamiCluster is a pod of Bitnami's redis-cluster chart on node-1,
-// whose role is read live; role and shard "" leave the labels out.
-func bitnamiCluster(name, role, shard string) *corev1.Pod {
-	l := map[string]string{
-		"app.kubernetes.io/instance": "sessions", "app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/name": "redis-cluster",
-		"helm.sh/chart": "redis-cluster-13.0.5", "statefulset.kubernetes.io/pod-name": name,
-	}
-	if role != "" {
-		l["regosched.io/role"] = role
-	}
-	if shard != "" {
-		l["regosched.io/shard"] = shard
-	}
-	return owned(pod("cache", name, "node-1", l))
-}
-
 func pdb(match map[string]string) *policyv1.PodDisruptionBudget {
 	one := intstr.FromInt32(1)
 	return &policyv1.PodDisruptionBudget{
@@ -293,8 +257,6 @@ func pdb(match map[string]string) *policyv1.PodDisruptionBudget {
 		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: &metav1.LabelSelector{MatchLabels: match}},
 	}
 }
-
-func node(name string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
 
 // count is regosched_repairs_total{action,outcome} of r.
 func count(r *Repairer, action Action, outcome string) float64 {

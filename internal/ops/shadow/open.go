@@ -14,7 +14,7 @@ import (
 // Bundle is a shadow policy loaded from a bundle: its source, the policy
 // it last loaded, and the Shadow that judges with it. Both front ends
 // (regosched serve --shadow-policy, regosched-scheduler's shadowPolicy)
-// open it the same way.
+// open it here, through the one assembly of internal/frontend/assembly.
 type Bundle struct {
 	Source *bundles.Source
 	Active *bundles.Active

@@ -306,6 +306,17 @@ func (s *Shadow) verdict(ctx context.Context, r *Request) (map[string]string, []
 	return v.Denied(), v.Penalties, nil
 }
 
+// FilterRequestOf copies what the active policy's filter judgement f
+// needs to be judged again: the pod, its peers, the nodes the hard rules
+// turned away and the soft rules' penalties; nodes are the candidates
+// (the plugin notes them later, as Filter sees them). Both front ends
+// offer what it builds.
+func FilterRequestOf(f *judge.Filtered, nodes []string) *Request {
+	r := NewFilterRequest(f.Subject.Pod, f.Subject.Peers, nodes, f.Verdict.Denied())
+	r.Penalties = f.Penalties() // the judge's, never changed after
+	return r
+}
+
 // NewFilterRequest copies what a filter judgement needs to be judged again:
 // the pod, the peers slice, the candidates and the denied nodes.
 func NewFilterRequest(pod *model.Pod, peers []*model.Pod, nodes []string, denied ...map[string]string) *Request {

@@ -14,11 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/regosched/regosched/internal/core/model"
 	"github.com/regosched/regosched/internal/core/policy"
 	"github.com/regosched/regosched/internal/core/policy/policytest"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 type static struct{ p *policy.Policy }
@@ -30,13 +30,6 @@ func (s static) Load() *policy.Policy { return s.p }
 func stricterPolicy(t testing.TB) *policy.Policy {
 	t.Helper()
 	return policytest.Variant(t, policytest.KeepClusterApart)
-}
-
-func redis(name, role, shard, node string) *model.Pod {
-	return &model.Pod{Namespace: "shop", Name: name, UID: types.UID("uid-" + name), Node: node, Labels: model.NewLabels(map[string]string{
-		"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache",
-		"app.kubernetes.io/component": role, "regosched.io/shard": shard,
-	})}
 }
 
 func noLabels(string) (map[string]string, bool) { return nil, true }
@@ -64,11 +57,11 @@ func TestDenied(t *testing.T) {
 		peers []*model.Pod
 		want  []string // the nodes denied; reasons are the policy's wording
 	}{
-		{name: "no peers, nothing denied", pod: redis("m0", "master", "0", ""), want: []string{}},
+		{name: "no peers, nothing denied", pod: fixture.MakePod().Namespace("shop").Name("m0").Redis("cache", "master", "0").Model(), want: []string{}},
 		{
 			name:  "a replica of another shard is kept apart by the stricter rule",
-			pod:   redis("m0", "master", "0", ""),
-			peers: []*model.Pod{redis("r1", "replica", "1", "node-3")},
+			pod:   fixture.MakePod().Namespace("shop").Name("m0").Redis("cache", "master", "0").Model(),
+			peers: []*model.Pod{fixture.MakePod().Namespace("shop").Name("r1").Redis("cache", "replica", "1").Node("node-3").Model()},
 			want:  []string{"node-3"},
 		},
 	}
@@ -93,8 +86,11 @@ func TestJudgeCountsAndSamplesDisagreements(t *testing.T) {
 	pol := stricterPolicy(t)
 	reg := prometheus.NewRegistry()
 	s, hook := newShadow(t, pol, Config{LogsPerSecond: 1, Registerer: reg})
-	pod := redis("m0", "master", "0", "")
-	peers := []*model.Pod{redis("r1", "replica", "1", "node-3"), redis("r2", "replica", "2", "node-4")}
+	pod := fixture.MakePod().Namespace("shop").Name("m0").Redis("cache", "master", "0").Model()
+	peers := []*model.Pod{
+		fixture.MakePod().Namespace("shop").Name("r1").Redis("cache", "replica", "1").Node("node-3").Model(),
+		fixture.MakePod().Namespace("shop").Name("r2").Redis("cache", "replica", "2").Node("node-4").Model(),
+	}
 	// The active policy allowed every node; the shadow denies node-3 and
 	// node-4: two disagreements, one logged at one line a second.
 	s.judge(context.Background(), NewFilterRequest(pod, peers, []string{"node-1", "node-3", "node-4"}))
@@ -135,7 +131,7 @@ func TestOfferDropsWhenFull(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// No workers run: nothing leaves the queue.
 			s, _ := newShadow(t, stricterPolicy(t), Config{Queue: tt.queue})
-			r := NewFilterRequest(redis("m0", "master", "0", ""), nil, []string{"node-1"})
+			r := NewFilterRequest(fixture.MakePod().Namespace("shop").Name("m0").Redis("cache", "master", "0").Model(), nil, []string{"node-1"})
 			done := make(chan int)
 			go func() {
 				queued := 0
@@ -165,8 +161,10 @@ func TestRunStopsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { s.Run(ctx) })
+	m0 := fixture.MakePod().Namespace("shop").Name("m0").Redis("cache", "master", "0").Model()
+	r1 := fixture.MakePod().Namespace("shop").Name("r1").Redis("cache", "replica", "1").Node("node-3").Model()
 	for range 10 {
-		s.Offer(NewFilterRequest(redis("m0", "master", "0", ""), []*model.Pod{redis("r1", "replica", "1", "node-3")}, []string{"node-3"}))
+		s.Offer(NewFilterRequest(m0, []*model.Pod{r1}, []string{"node-3"}))
 	}
 	cancel()
 	wg.Wait()
@@ -196,7 +194,9 @@ func TestJudgeComparesScoreOrder(t *testing.T) {
 			s, hook := newShadow(t, policytest.Default(t), Config{})
 			// A replica of another shard of the cluster: no hard rule, but
 			// the default policy spreads a cluster's pods over nodes.
-			r := NewFilterRequest(redis("m0", "master", "0", ""), []*model.Pod{redis("r1", "replica", "1", "node-3")}, []string{"node-1", "node-3", "node-4"})
+			m0 := fixture.MakePod().Namespace("shop").Name("m0").Redis("cache", "master", "0").Model()
+			r1 := fixture.MakePod().Namespace("shop").Name("r1").Redis("cache", "replica", "1").Node("node-3").Model()
+			r := NewFilterRequest(m0, []*model.Pod{r1}, []string{"node-1", "node-3", "node-4"})
 			r.Penalties = tt.active
 			s.judge(context.Background(), r)
 			if got := testutil.ToFloat64(s.disagreements.WithLabelValues("prioritize")); got != tt.wantCount {

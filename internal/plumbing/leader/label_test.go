@@ -7,10 +7,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	logtest "github.com/sirupsen/logrus/hooks/test"
-	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // labelled lists the pods that carry the leader label.
@@ -33,18 +34,16 @@ func labelled(t *testing.T, client kubernetes.Interface) []string {
 // leader's pod alone, at every step: a stale label left by a dead process is
 // removed, and the label moves with the lease.
 func TestLeaderLabelFollowsTheLease(t *testing.T) {
-	pod := func(name, lease string) *v1.Pod {
-		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "regosched-system", Name: name, Labels: map[string]string{"app": "regosched"}}}
-		if lease != "" {
-			p.Labels[Label] = "true"
-			p.Annotations = map[string]string{LeaseAnnotation: lease}
-		}
-		return p
-	}
 	// Both carry the label from processes that died without cleaning up;
 	// another regosched in the namespace, with its own Lease, leads too.
-	client := fake.NewClientset(pod("regosched-a", "regosched-system/regosched"), pod("regosched-b", "regosched-system/regosched"),
-		pod("other-0", "regosched-system/other"))
+	client := fake.NewClientset(
+		fixture.MakePod().Namespace("regosched-system").Name("regosched-a").Label("app", "regosched").
+			Label(Label, "true").Annotation(LeaseAnnotation, "regosched-system/regosched").Obj(),
+		fixture.MakePod().Namespace("regosched-system").Name("regosched-b").Label("app", "regosched").
+			Label(Label, "true").Annotation(LeaseAnnotation, "regosched-system/regosched").Obj(),
+		fixture.MakePod().Namespace("regosched-system").Name("other-0").Label("app", "regosched").
+			Label(Label, "true").Annotation(LeaseAnnotation, "regosched-system/other").Obj(),
+	)
 	log, _ := logtest.NewNullLogger()
 	cfg := func(id string) Config {
 		return Config{Namespace: "regosched-system", Name: "regosched", Identity: id,

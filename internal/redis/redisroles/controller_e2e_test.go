@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/regosched/regosched/test/fixture"
 	"github.com/regosched/regosched/test/localredis"
 )
 
@@ -36,11 +37,9 @@ const testInterval = 300 * time.Millisecond
 // redisPod is a pod of the default policy's generic Redis workload whose
 // Redis listens on 127.0.0.1:port, as a chart would name its port.
 func redisPod(name string, port int, env ...corev1.EnvVar) *corev1.Pod {
-	p := statefulPod(name, "sts", map[string]string{"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache"})
-	p.Spec.Containers = []corev1.Container{{Name: "redis", Env: env,
-		Ports: []corev1.ContainerPort{{Name: "tcp-redis", ContainerPort: int32(port)}}}}
-	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.0.0.1"}
-	return p
+	return fixture.MakePod().Namespace("shop").Name(name).UID(name+"-uid").Labels(genericRedis).StatefulSet("cache", "sts").
+		Container(corev1.Container{Name: "redis", Env: env, Ports: []corev1.ContainerPort{{Name: "tcp-redis", ContainerPort: int32(port)}}}).
+		Phase(corev1.PodRunning).PodIP("127.0.0.1").Obj()
 }
 
 // startController runs a controller at testInterval (see runController).

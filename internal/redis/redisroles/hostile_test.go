@@ -22,19 +22,21 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/test/fixture"
 	"github.com/regosched/regosched/test/localredis/fakeredis"
 )
+
+// genericRedis labels a pod of the default policy's generic Redis workload,
+// whose roles regosched reads live.
+var genericRedis = map[string]string{"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache"}
 
 // listenerPod is a running pod of the default policy's generic Redis
 // workload in ns whose container port named redis is a listener on
 // 127.0.0.1.
 func listenerPod(ns, name string, port int, env ...corev1.EnvVar) *corev1.Pod {
-	p := statefulPod(name, "sts", map[string]string{"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache"})
-	p.Namespace = ns
-	p.Spec.Containers = []corev1.Container{{Name: "redis", Env: env,
-		Ports: []corev1.ContainerPort{{Name: "redis", ContainerPort: int32(port)}}}}
-	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.0.0.1"}
-	return p
+	return fixture.MakePod().Namespace(ns).Name(name).UID(name+"-uid").Labels(genericRedis).StatefulSet("cache", "sts").
+		Container(corev1.Container{Name: "redis", Env: env, Ports: []corev1.ContainerPort{{Name: "redis", ContainerPort: int32(port)}}}).
+		Phase(corev1.PodRunning).PodIP("127.0.0.1").Obj()
 }
 
 // runController starts a controller over client with cfg (interval 100 ms

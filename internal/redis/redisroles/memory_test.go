@@ -13,12 +13,12 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/core/bundles"
 	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 func defaultPolicy(t *testing.T) *policy.Policy {
@@ -28,14 +28,6 @@ func defaultPolicy(t *testing.T) *policy.Policy {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func statefulPod(name string, owner types.UID, labels map[string]string) *corev1.Pod {
-	yes := true
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
-		Namespace: "shop", Name: name, UID: types.UID(name + "-uid"), Labels: labels,
-		OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "cache", UID: owner, Controller: &yes}},
-	}}
 }
 
 // The memory survives a restart through its ConfigMap, and a recreated pod
@@ -69,11 +61,12 @@ func TestMemoryRecall(t *testing.T) {
 		pod  *corev1.Pod
 		want map[string]string
 	}{
-		{"recreated by its owner", statefulPod("cache-1", "sts", chart),
+		{"recreated by its owner", fixture.MakePod().Namespace("shop").Name("cache-1").UID("cache-1-uid").Labels(chart).StatefulSet("cache", "sts").Obj(),
 			map[string]string{"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache", "regosched.io/role": "replica", "regosched.io/shard": "slot-5461"}},
-		{"same name, another owner", statefulPod("cache-1", "other", chart), chart},
-		{"not remembered", statefulPod("cache-2", "sts", chart), chart},
-		{"already labelled", statefulPod("cache-1", "sts", map[string]string{"regosched.io/role": "master"}), map[string]string{"regosched.io/role": "master"}},
+		{"same name, another owner", fixture.MakePod().Namespace("shop").Name("cache-1").UID("cache-1-uid").Labels(chart).StatefulSet("cache", "other").Obj(), chart},
+		{"not remembered", fixture.MakePod().Namespace("shop").Name("cache-2").UID("cache-2-uid").Labels(chart).StatefulSet("cache", "sts").Obj(), chart},
+		{"already labelled", fixture.MakePod().Namespace("shop").Name("cache-1").UID("cache-1-uid").Label("regosched.io/role", "master").StatefulSet("cache", "sts").Obj(),
+			map[string]string{"regosched.io/role": "master"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,7 +85,7 @@ func TestMemoryRecall(t *testing.T) {
 	}
 
 	// recall writes the remembered role onto the recreated pod itself.
-	pod := statefulPod("cache-1", "sts", chart)
+	pod := fixture.MakePod().Namespace("shop").Name("cache-1").UID("cache-1-uid").Labels(chart).StatefulSet("cache", "sts").Obj()
 	if _, err := client.CoreV1().Pods("shop").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,10 +8,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // Recall trusts what the API server says of a pod (the controller's
@@ -29,21 +29,23 @@ func TestRecallTrustsOnlyTheAPIServer(t *testing.T) {
 	chart := map[string]string{"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache"}
 	recalled := map[string]string{"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache",
 		"regosched.io/role": "master", "regosched.io/shard": "slot-0"}
-	withUID := func(p *corev1.Pod, uid types.UID) *corev1.Pod { p.UID = uid; return p }
+	// cache-1 of StatefulSet sts, as recreated, and as forged or changed.
+	owned := fixture.MakePod().Namespace("shop").Name("cache-1").UID("cache-1-uid").Labels(chart).StatefulSet("cache", "sts").Obj()
+	ofOther := fixture.MakePod().Namespace("shop").Name("cache-1").UID("cache-1-uid").Labels(chart).StatefulSet("cache", "other").Obj()
+	forgedUID := fixture.MakePod().Namespace("shop").Name("cache-1").UID("forged").Labels(chart).StatefulSet("cache", "sts").Obj()
+	labelled := fixture.MakePod().Namespace("shop").Name("cache-1").UID("cache-1-uid").Label("regosched.io/role", "replica").StatefulSet("cache", "sts").Obj()
 	tests := []struct {
 		name    string
 		stored  *corev1.Pod // what the API server says; nil: no such pod
 		request *corev1.Pod
 		want    map[string]string // nil: no recall
 	}{
-		{"recreated by its owner", statefulPod("cache-1", "sts", chart), statefulPod("cache-1", "sts", chart), recalled},
-		{"forged owner, the API's pod has another", statefulPod("cache-1", "other", chart), statefulPod("cache-1", "sts", chart), nil},
-		{"forged pod, none in the API", nil, statefulPod("cache-1", "sts", chart), nil},
-		{"forged UID, the API's pod is another incarnation", statefulPod("cache-1", "sts", chart),
-			withUID(statefulPod("cache-1", "sts", chart), "forged"), nil},
-		{"the API's pod is already labelled", statefulPod("cache-1", "sts", map[string]string{"regosched.io/role": "replica"}),
-			statefulPod("cache-1", "sts", chart), nil},
-		{"the request hides the owner the API knows", statefulPod("cache-1", "sts", chart), statefulPod("cache-1", "other", chart), recalled},
+		{"recreated by its owner", owned, owned, recalled},
+		{"forged owner, the API's pod has another", ofOther, owned, nil},
+		{"forged pod, none in the API", nil, owned, nil},
+		{"forged UID, the API's pod is another incarnation", owned, forgedUID, nil},
+		{"the API's pod is already labelled", labelled, owned, nil},
+		{"the request hides the owner the API knows", owned, ofOther, recalled},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,12 +9,11 @@ package judgetest
 import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/regosched/regosched/internal/core/judge"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // Outcome is a front end's answer for one node.
@@ -73,43 +72,17 @@ func (tc Case) APIReads(a k8stesting.Action) (bool, runtime.Object, error) {
 // Namespace of every pod of the table.
 const Namespace = "shop"
 
-// Node is a node in zone.
-func Node(name, zone string) *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-		"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone,
-	}}}
-}
-
-// Pod is a pod with labels and priority, bound to node unless node is "".
-func Pod(name string, labels map[string]string, prio int32, node string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name, UID: types.UID("uid-" + name), Labels: labels},
-		Spec:       corev1.PodSpec{Priority: &prio, NodeName: node},
-		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+func threeZones() []*corev1.Node {
+	return []*corev1.Node{
+		fixture.MakeNode().Name("n1").Hostname().Zone("zone-a").Obj(),
+		fixture.MakeNode().Name("n2").Hostname().Zone("zone-a").Obj(),
+		fixture.MakeNode().Name("n3").Hostname().Zone("zone-b").Obj(),
 	}
 }
 
-// Redis is a pod of Redis cluster cache in role, of shard.
-func Redis(name, role, shard string, prio int32, node string) *corev1.Pod {
-	return Pod(name, map[string]string{
-		"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache",
-		"app.kubernetes.io/component": role, "regosched.io/shard": shard,
-	}, prio, node)
+func oneNode() []*corev1.Node {
+	return []*corev1.Node{fixture.MakeNode().Name("n1").Hostname().Zone("zone-a").Obj()}
 }
-
-// Elasticsearch is a pod of Elasticsearch cluster es in role (data,
-// master, …).
-func Elasticsearch(name, role string, prio int32, node string) *corev1.Pod {
-	return Pod(name, map[string]string{
-		"app.kubernetes.io/name": "elasticsearch", "app.kubernetes.io/instance": "es", "app.kubernetes.io/component": role,
-	}, prio, node)
-}
-
-func threeZones() []*corev1.Node {
-	return []*corev1.Node{Node("n1", "zone-a"), Node("n2", "zone-a"), Node("n3", "zone-b")}
-}
-
-func oneNode() []*corev1.Node { return []*corev1.Node{Node("n1", "zone-a")} }
 
 // relabelled is p with its component label set to role.
 func relabelled(p *corev1.Pod, role string) *corev1.Pod {
@@ -131,40 +104,42 @@ func unbound(p *corev1.Pod) *corev1.Pod {
 // node_spread 1 (any two pods of one Elasticsearch cluster, on one node),
 // zone_apart 2 (two data pods of one cluster, in one zone).
 func Cases() []Case {
-	esData0 := Elasticsearch("es-data-0", "data", 0, "n1")
-	master1 := Redis("cache-1-master", "master", "1", 0, "n1")
+	esData0 := fixture.MakePod().Namespace(Namespace).Name("es-data-0").Elasticsearch("es", "data").Node("n1").Obj()
+	master1 := fixture.MakePod().Namespace(Namespace).Name("cache-1-master").Redis("cache", "master", "1").Node("n1").Obj()
 	return []Case{
 		{
 			Name: "a pod in no group passes everywhere, with no preference", Nodes: threeZones(),
 			Bound:   []*corev1.Pod{esData0},
-			Pending: Pod("web", map[string]string{"app": "web"}, 0, ""),
+			Pending: fixture.MakePod().Namespace(Namespace).Name("web").Label("app", "web").Obj(),
 			Want:    map[string]Outcome{"n1": Pass, "n2": Pass, "n3": Pass},
 		},
 		{
 			Name: "a data pod avoids a data pod of equal priority, unresolvably, and its zone softly", Nodes: threeZones(),
 			Bound:     []*corev1.Pod{esData0},
-			Pending:   Elasticsearch("es-data-1", "data", 0, ""),
+			Pending:   fixture.MakePod().Namespace(Namespace).Name("es-data-1").Elasticsearch("es", "data").Obj(),
 			Want:      map[string]Outcome{"n1": Unresolvable, "n2": Pass, "n3": Pass},
 			Penalties: map[string]float64{"n1": 3, "n2": 2},
 		},
 		{
 			Name: "a data pod may preempt a lower-priority data pod", Nodes: threeZones(),
 			Bound:     []*corev1.Pod{esData0},
-			Pending:   Elasticsearch("es-data-1", "data", 1000, ""),
+			Pending:   fixture.MakePod().Namespace(Namespace).Name("es-data-1").Elasticsearch("es", "data").Priority(1000).Obj(),
 			Want:      map[string]Outcome{"n1": Preemptible, "n2": Pass, "n3": Pass},
 			Penalties: map[string]float64{"n1": 3, "n2": 2},
 		},
 		{
 			Name: "one higher-priority peer on a node makes it unresolvable", Nodes: threeZones(),
-			Bound:     []*corev1.Pod{esData0, Elasticsearch("es-data-2", "data", 5000, "n1")},
-			Pending:   Elasticsearch("es-data-1", "data", 1000, ""),
+			Bound: []*corev1.Pod{
+				esData0, fixture.MakePod().Namespace(Namespace).Name("es-data-2").Elasticsearch("es", "data").Priority(5000).Node("n1").Obj(),
+			},
+			Pending:   fixture.MakePod().Namespace(Namespace).Name("es-data-1").Elasticsearch("es", "data").Priority(1000).Obj(),
 			Want:      map[string]Outcome{"n1": Unresolvable, "n2": Pass, "n3": Pass},
 			Penalties: map[string]float64{"n1": 6, "n2": 4},
 		},
 		{
 			Name: "a master pod of the cluster is penalised on the node alone", Nodes: threeZones(),
 			Bound:     []*corev1.Pod{esData0},
-			Pending:   Elasticsearch("es-master-0", "master", 0, ""),
+			Pending:   fixture.MakePod().Namespace(Namespace).Name("es-master-0").Elasticsearch("es", "master").Obj(),
 			Want:      map[string]Outcome{"n1": Pass, "n2": Pass, "n3": Pass},
 			Penalties: map[string]float64{"n1": 1},
 		},
@@ -174,20 +149,22 @@ func Cases() []Case {
 			// evict it.
 			Name: "a Redis master the policy protects is never preemptible, even of lower priority", Nodes: threeZones(),
 			Bound:   []*corev1.Pod{master1},
-			Pending: Redis("cache-2-master", "master", "2", 1000, ""),
+			Pending: fixture.MakePod().Namespace(Namespace).Name("cache-2-master").Redis("cache", "master", "2").Priority(1000).Obj(),
 			Want:    map[string]Outcome{"n1": Unresolvable, "n2": Pass, "n3": Pass},
 		},
 		{
 			Name: "a master may preempt a lower-priority replica of its own shard", Nodes: threeZones(),
-			Bound:   []*corev1.Pod{master1, Redis("cache-2-replica", "replica", "2", 0, "n2")},
-			Pending: Redis("cache-2-master", "master", "2", 1000, ""),
+			Bound: []*corev1.Pod{
+				master1, fixture.MakePod().Namespace(Namespace).Name("cache-2-replica").Redis("cache", "replica", "2").Node("n2").Obj(),
+			},
+			Pending: fixture.MakePod().Namespace(Namespace).Name("cache-2-master").Redis("cache", "master", "2").Priority(1000).Obj(),
 			Want:    map[string]Outcome{"n1": Unresolvable, "n2": Preemptible, "n3": Pass},
 		},
 		{
 			Name: "a peer deleted that the cache still holds does not count", Nodes: oneNode(),
 			Bound:   []*corev1.Pod{esData0},
 			Now:     map[string]*corev1.Pod{"es-data-0": nil},
-			Pending: Elasticsearch("es-data-1", "data", 0, ""),
+			Pending: fixture.MakePod().Namespace(Namespace).Name("es-data-1").Elasticsearch("es", "data").Obj(),
 			Want:    map[string]Outcome{"n1": Pass},
 		},
 		{
@@ -198,7 +175,7 @@ func Cases() []Case {
 				p.UID = "uid-es-data-0-again"
 				return p
 			}()},
-			Pending: Elasticsearch("es-data-1", "data", 0, ""),
+			Pending: fixture.MakePod().Namespace(Namespace).Name("es-data-1").Elasticsearch("es", "data").Obj(),
 			Want:    map[string]Outcome{"n1": Pass},
 		},
 		{
@@ -206,14 +183,16 @@ func Cases() []Case {
 			Name: "a peer relabelled out of the rule does not count", Nodes: oneNode(),
 			Bound:   []*corev1.Pod{esData0},
 			Now:     map[string]*corev1.Pod{"es-data-0": relabelled(esData0, "master")},
-			Pending: Elasticsearch("es-data-1", "data", 0, ""),
+			Pending: fixture.MakePod().Namespace(Namespace).Name("es-data-1").Elasticsearch("es", "data").Obj(),
 			Want:    map[string]Outcome{"n1": Pass},
 		},
 		{
 			Name: "a peer relabelled into another rule counts by its new labels", Nodes: oneNode(),
-			Bound:   []*corev1.Pod{master1},
-			Now:     map[string]*corev1.Pod{"cache-1-master": Redis("cache-1-master", "replica", "2", 0, "n1")},
-			Pending: Redis("cache-2-master", "master", "2", 0, ""),
+			Bound: []*corev1.Pod{master1},
+			Now: map[string]*corev1.Pod{
+				"cache-1-master": fixture.MakePod().Namespace(Namespace).Name("cache-1-master").Redis("cache", "replica", "2").Node("n1").Obj(),
+			},
+			Pending: fixture.MakePod().Namespace(Namespace).Name("cache-2-master").Redis("cache", "master", "2").Obj(),
 			Want:    map[string]Outcome{"n1": Unresolvable},
 		},
 		{
@@ -222,7 +201,7 @@ func Cases() []Case {
 			Name: "a peer recorded before its binding still counts", Nodes: oneNode(),
 			Bound:   []*corev1.Pod{esData0},
 			Now:     map[string]*corev1.Pod{"es-data-0": unbound(esData0)},
-			Pending: Elasticsearch("es-data-1", "data", 0, ""),
+			Pending: fixture.MakePod().Namespace(Namespace).Name("es-data-1").Elasticsearch("es", "data").Obj(),
 			Want:    map[string]Outcome{"n1": Unresolvable},
 		},
 	}

@@ -33,22 +33,22 @@ func SumByDomain(penalties []model.Penalty) map[string]map[string]float64 {
 	return byKey
 }
 
-// Judge gives the hard and the soft rules that hold between the pending pod
+// Join gives the hard and the soft rules that hold between the pending pod
 // and its peers: its separate and spread joined with their marks. Both come
 // sorted and without duplicates.
-func (p *Policy) Judge(ctx context.Context, in *Input) ([]model.Conflict, []model.Penalty, error) {
-	return p.join(ctx, in, true)
+func (p *Policy) Join(ctx context.Context, in *Input) ([]model.Conflict, []model.Penalty, error) {
+	return p.joinClaims(ctx, in, true)
 }
 
-// Conflicts is Judge's hard rules alone.
+// Conflicts is Join's hard rules alone.
 func (p *Policy) Conflicts(ctx context.Context, in *Input) ([]model.Conflict, error) {
-	conflicts, _, err := p.join(ctx, in, false)
+	conflicts, _, err := p.joinClaims(ctx, in, false)
 	return conflicts, err
 }
 
-// join applies the pending pod's separate entries (and, with soft, its
+// joinClaims applies the pending pod's separate entries (and, with soft, its
 // spread entries) to every bound peer whose marks hold their mark.
-func (p *Policy) join(ctx context.Context, in *Input, soft bool) ([]model.Conflict, []model.Penalty, error) {
+func (p *Policy) joinClaims(ctx context.Context, in *Input, soft bool) ([]model.Conflict, []model.Penalty, error) {
 	mine, err := p.claimsOf(ctx, in.Pod, model.AvoidsPart)
 	if err != nil || mine == nil || !mine.Avoids() {
 		return nil, nil, err
@@ -215,7 +215,7 @@ func (p *Policy) smokeTest(ctx context.Context) error {
 	steps := []func(context.Context) error{
 		func(ctx context.Context) (err error) { _, pod.Claims, err = p.Describe(ctx, pod); return err },
 		func(ctx context.Context) (err error) { _, peer.Claims, err = p.Describe(ctx, peer); return err },
-		func(ctx context.Context) (err error) { _, _, err = p.Judge(ctx, in); return err },
+		func(ctx context.Context) (err error) { _, _, err = p.Join(ctx, in); return err },
 		func(ctx context.Context) (err error) { _, err = p.Unprotected(ctx, pod); return err },
 		func(ctx context.Context) (err error) { _, err = p.Protected(ctx, peer); return err },
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // judged is what Judge answers, for one comparison.
@@ -23,7 +24,7 @@ func judgeBoth(t *testing.T, p *Policy, in *Input, want judged) {
 	t.Helper()
 	for mode, in := range map[string]*Input{"labels": in, "described": described(t, p, in)} {
 		t.Run(mode, func(t *testing.T) {
-			cs, ps, err := p.Judge(context.Background(), in)
+			cs, ps, err := p.Join(context.Background(), in)
 			if err != nil {
 				t.Fatalf("Judge() error = %v", err)
 			}
@@ -51,7 +52,7 @@ func TestJudgeUsesKeptClaims(t *testing.T) {
 	// as is what view says of a pod labelled db: kept, it shows which
 	// claims Judge used, since the pods are labelled web.
 	as := func(view func(context.Context, *model.Pod) ([]string, *model.Claims, error)) *model.Claims {
-		_, c, err := view(ctx, pod("db", "db", "", db))
+		_, c, err := view(ctx, fixture.MakePod().Namespace("shop").Name("db").UID("db").Labels(db).Model())
 		if err != nil || c == nil {
 			t.Fatalf("describing a db pod: %v, %v", c, err)
 		}
@@ -77,9 +78,10 @@ func TestJudgeUsesKeptClaims(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pending, peer := pod("web-new", "pending", "", web), pod("web-0", "u0", "node-0", web)
+			pending := fixture.MakePod().Namespace("shop").Name("web-new").UID("pending").Labels(web).Model()
+			peer := fixture.MakePod().Namespace("shop").Name("web-0").UID("u0").Labels(web).Node("node-0").Model()
 			pending.Claims, peer.Claims = tt.mine, tt.theirs
-			cs, ps, err := p.Judge(ctx, &Input{Pod: pending, Peers: []*model.Pod{peer}})
+			cs, ps, err := p.Join(ctx, &Input{Pod: pending, Peers: []*model.Pod{peer}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,8 +109,11 @@ claims := {
 	})
 	web := map[string]string{"app": "web"}
 	in := &Input{
-		Pod:   pod("web-new", "pending", "", web),
-		Peers: []*model.Pod{pod("web-0", "u0", "node-0", web), pod("db-0", "u1", "node-1", map[string]string{"app": "db"})},
+		Pod: fixture.MakePod().Namespace("shop").Name("web-new").UID("pending").Labels(web).Model(),
+		Peers: []*model.Pod{
+			fixture.MakePod().Namespace("shop").Name("web-0").UID("u0").Labels(web).Node("node-0").Model(),
+			fixture.MakePod().Namespace("shop").Name("db-0").UID("u1").Label("app", "db").Node("node-1").Model(),
+		},
 	}
 	judgeBoth(t, p, in, judged{Conflicts: []model.Conflict{{Node: "node-0", Rule: "one-web-per-node", Reason: "shop/web-0 serves web", Peer: "u0"}}})
 
@@ -171,7 +176,7 @@ func BenchmarkJoin(b *testing.B) {
 	in := described(b, p, redisCluster())
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := p.Judge(context.Background(), in); err != nil {
+		if _, _, err := p.Join(context.Background(), in); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -193,7 +198,7 @@ func BenchmarkJudge(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, err := p.Judge(ctx, bc.in); err != nil {
+				if _, _, err := p.Join(ctx, bc.in); err != nil {
 					b.Fatal(err)
 				}
 			}

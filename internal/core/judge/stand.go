@@ -11,10 +11,10 @@ import (
 	"github.com/regosched/regosched/internal/core/policy"
 )
 
-// DescribeStanding describes a bound pod as the pending pod it once was
+// DescribeStand describes a bound pod as the pending pod it once was
 // (what it avoids), as filter described it: the audit and the repair ask
 // whether it breaks a rule where it stands.
-func DescribeStanding(ctx context.Context, pol *policy.Policy, pod *model.Pod) ([]string, *model.Claims, error) {
+func DescribeStand(ctx context.Context, pol *policy.Policy, pod *model.Pod) ([]string, *model.Claims, error) {
 	self := *pod // ours to change: cached pods are shared and immutable
 	self.Node, self.Claims = "", nil
 	keys, c, err := pol.DescribePending(ctx, &self)
@@ -24,11 +24,11 @@ func DescribeStanding(ctx context.Context, pol *policy.Policy, pod *model.Pod) (
 	return keys, c, nil
 }
 
-// Standing judges the bound pod where it stands, with keys and c from
-// DescribeStanding, among its peers as view holds them, those in changed
+// Stand is the stand phase: it judges the bound pod where it stands, with keys and c from
+// DescribeStand, among its peers as view holds them, those in changed
 // replaced (their roles after a failover, say). It returns the conflicts
 // on the pod's own node, in the policy's order, and the peers judged.
-func Standing(ctx context.Context, pol *policy.Policy, view PeerView, pod *model.Pod, keys []string, c *model.Claims,
+func Stand(ctx context.Context, pol *policy.Policy, view PeerView, pod *model.Pod, keys []string, c *model.Claims,
 	changed map[types.UID]*model.Pod) ([]model.Conflict, []*model.Pod, error) {
 	if len(keys) == 0 {
 		return nil, nil, nil
