@@ -167,6 +167,17 @@ func Build(ctx context.Context, opts BuildOptions) (Binaries, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Binaries{}, fmt.Errorf("creating binary cache: %w", err)
 	}
+	unlock, err := lockBuilds(dir)
+	if err != nil {
+		return Binaries{}, err
+	}
+	defer unlock()
+	// Another process may have built them while this one waited.
+	needEtcd, needKube = !fileExists(bins.Etcd), bins.missingKubernetes()
+	if !needEtcd && len(needKube) == 0 {
+		log.Debug("control plane binaries were built by another process meanwhile")
+		return bins, nil
+	}
 	// Build next to the final folder (same file system) and rename each
 	// binary into place: an interrupted build leaves only a temp folder
 	// behind, never a truncated binary that a later run would trust.
