@@ -23,7 +23,6 @@ import (
 	"github.com/regosched/regosched/test/fixture"
 	"github.com/regosched/regosched/test/localredis"
 	"github.com/regosched/regosched/test/localstack"
-	ls "github.com/regosched/regosched/test/localstack"
 )
 
 const (
@@ -495,7 +494,7 @@ func TestRepairEvictsTheReplicaBesideItsMaster(t *testing.T) {
 	// Both on one node: placed before a rule existed, say.
 	for name, port := range map[string]int{masterPod: masterPort, replicaPod: replicaPort} {
 		bind(t, ctx, fixture.MakePod().Namespace(ns).Name(name).Labels(sentinel).StatefulSetPodName().Schedulable().
-			StatefulSet("sessions-redis-cluster", ls.BitnamiStatefulSetUID).ContainerPort("redis", int32(port)).Obj(), n[0])
+			StatefulSet("sessions-redis-cluster", localstack.BitnamiStatefulSetUID).ContainerPort("redis", int32(port)).Obj(), n[0])
 	}
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, roleWait, true, func(ctx context.Context) (bool, error) {
 		got, err := roleLabels(ctx, ns)

@@ -1,3 +1,12 @@
+// Package placement keeps a live, indexed view of where the pods that policies
+// care about are running, and of the labels of every node.
+//
+// It is fed by client-go shared informers: its own (New), or kube-scheduler's
+// when regosched runs inside it (NewFromInformers). Pods are stripped to the
+// few fields a placement policy reads (model.Pod), and grouped under the keys
+// a KeyFunc (the policy's peer_keys rule) gives them, so that finding the
+// peers of a pending pod costs the same whatever the number of unrelated pods
+// in the cluster.
 package placement
 
 import (

@@ -30,8 +30,8 @@ import (
 // are not listed: they may be most of a large cluster, and carry no rule
 // or peer (a total penalty).
 
-// logFilter gives filter's event: f and a are nil on error.
-func (d *Decider) logFilter(start time.Time, args *extenderv1.ExtenderArgs, f *judge.Filtered, a *FilterAnswer, err error) {
+// logFilter gives filter's event: f is nil on error.
+func (d *Decider) logFilter(start time.Time, args *extenderv1.ExtenderArgs, f *judge.Filtered, err error) {
 	dec := decisionlog.Decision{Verb: decisionlog.VerbFilter, Pod: decisionlog.PodOf(args.Pod), Err: err, Took: time.Since(start)}
 	dec.Nodes, dec.NodeCount = loggedCandidates(args)
 	pol := d.policies.Load()

@@ -89,7 +89,7 @@ func (d *Decider) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*F
 	a, f, err := d.filter(ectx, args)
 	err = d.evalError(ectx, args.Pod, err)
 	if d.opts.DecisionLog != nil {
-		d.logFilter(start, args, f, a, err)
+		d.logFilter(start, args, f, err)
 	}
 	return a, err
 }
