@@ -105,7 +105,7 @@ func (f *Filtered) Decide(node string, e *Edits) (Refusal, bool) {
 	if len(cs) == 0 {
 		return Refusal{}, false
 	}
-	return Refusal{Index: -1, Node: node, Reason: Reasons(cs), Resolvable: resolvable, Conflicts: cs}, true
+	return Refusal{Index: -1, Node: node, Resolvable: resolvable, Conflicts: cs}, true
 }
 
 // ReasonLines is r's reasons one per line, as the framework's status takes

@@ -56,15 +56,23 @@ type Refusal struct {
 	// Index is the node's place among the candidates (-1 from Decide).
 	Index int
 	Node  string
-	// Reason is one line per distinct reason, sorted, as the scheduler
-	// shows it in the pod's FailedScheduling event.
-	Reason string
 	// Resolvable says preemption may help: every conflicting peer on the
 	// node may be evicted (a lower priority, not protected by the policy).
 	Resolvable bool
 	// Conflicts are the hard rules that refuse the node; none when only
-	// the soft tier does.
+	// the soft tier does, whose reason is soft.
 	Conflicts []model.Conflict
+	soft      string
+}
+
+// Reason is one line per distinct reason, sorted, as the extender shows it
+// in the pod's FailedScheduling event. It is worked out when asked: the
+// plugin, which asks for ReasonLines, pays for no joined string.
+func (r Refusal) Reason() string {
+	if len(r.Conflicts) == 0 {
+		return r.soft
+	}
+	return Reasons(r.Conflicts)
 }
 
 // Filter is the whole filter phase for one pending pod: describe it, wait
@@ -91,8 +99,10 @@ func (j *Judge) Filter(ctx context.Context, req FilterRequest) (*Filtered, error
 			}
 		}
 	}
-	s.Index() // front ends read peers from many goroutines from now on
 	if req.Candidates == nil {
+		// Node by node from here, from many goroutines (the framework's
+		// parallel Filter calls): the peers' index is built now.
+		s.Index()
 		f.Verdict.Nodes(func(node string, cs []model.Conflict) {
 			j.Denied(s, node, cs, f.Verdict.Preemptible(node, nil), "filter")
 		})
@@ -124,7 +134,7 @@ func (j *Judge) judgeCandidates(ctx context.Context, s *Subject, candidates []st
 	for i, name := range candidates {
 		if cs := v.At(name); len(cs) > 0 {
 			f.Refused = append(f.Refused, Refusal{
-				Index: i, Node: name, Reason: Reasons(cs), Resolvable: v.Preemptible(name, nil), Conflicts: cs,
+				Index: i, Node: name, Resolvable: v.Preemptible(name, nil), Conflicts: cs,
 			})
 		}
 	}
@@ -201,6 +211,6 @@ func (f *Filtered) softTier(req FilterRequest, nodeLabels func(string) (map[stri
 			reason = fmt.Sprintf("soft rules: penalty %g here, %g on the nodes kept", totals[i], best)
 			reasons[totals[i]] = reason
 		}
-		f.Refused = append(f.Refused, Refusal{Index: i, Node: name, Reason: reason})
+		f.Refused = append(f.Refused, Refusal{Index: i, Node: name, soft: reason})
 	}
 }

@@ -21,7 +21,7 @@ type RefusedError struct {
 }
 
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("placing %s on %s would break a rule: %s", e.Pod, e.Node, e.Reason)
+	return fmt.Sprintf("placing %s on %s would break a rule: %s", e.Pod, e.Node, e.Reason())
 }
 
 // Place is the place phase: s's pod recorded on node in the placements
@@ -53,7 +53,7 @@ func (j *Judge) Place(ctx context.Context, s *Subject, node string, recheck bool
 			// A refusal at this point is no preemption candidate: the
 			// scheduler chose the node already.
 			j.Denied(s, node, here, false, "bind")
-			return nil, &RefusedError{Pod: s.Pod.Key(), Refusal: Refusal{Index: -1, Node: node, Reason: Reasons(here), Conflicts: here}}
+			return nil, &RefusedError{Pod: s.Pod.Key(), Refusal: Refusal{Index: -1, Node: node, Conflicts: here}}
 		}
 	}
 	if len(s.Keys) == 0 {

@@ -190,7 +190,7 @@ func (d *Decider) commit(ctx context.Context, pol *policy.Policy, pod *model.Pod
 			rec.denied = decisionlog.DenialsOf(nil, refused.Conflicts, s.PeerName)
 		}
 		d.binds.WithLabelValues("refused").Inc()
-		return nil, fmt.Errorf("%w: binding %s to %s would break a rule: %s", ErrRefused, pod.Key(), args.Node, refused.Reason)
+		return nil, fmt.Errorf("%w: binding %s to %s would break a rule: %s", ErrRefused, pod.Key(), args.Node, refused.Reason())
 	case errors.Is(err, judge.ErrPolicyChanged):
 		return nil, errPolicyChanged
 	case err != nil:

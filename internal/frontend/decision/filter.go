@@ -159,9 +159,9 @@ func answerOf(f *judge.Filtered) *FilterAnswer {
 		a.kept = append(a.kept, start, r.Index)
 		start = r.Index + 1
 		if r.Resolvable {
-			a.failed.FailedNodes[r.Node] = r.Reason
+			a.failed.FailedNodes[r.Node] = r.Reason()
 		} else {
-			a.failed.FailedAndUnresolvableNodes[r.Node] = r.Reason
+			a.failed.FailedAndUnresolvableNodes[r.Node] = r.Reason()
 		}
 	}
 	a.kept = compactRuns(append(a.kept, start, len(f.Candidates)))

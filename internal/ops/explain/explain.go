@@ -223,7 +223,7 @@ func (e *Explainer) Explain(ctx context.Context, pod *corev1.Pod) (*Report, erro
 		if r.Resolvable {
 			verdict = Failed
 		}
-		report.Nodes = append(report.Nodes, NodeResult{Node: r.Node, Verdict: verdict, Reason: r.Reason, Denials: denials(f.Subject, r.Conflicts)})
+		report.Nodes = append(report.Nodes, NodeResult{Node: r.Node, Verdict: verdict, Reason: r.Reason(), Denials: denials(f.Subject, r.Conflicts)})
 	}
 	var kept []string
 	for i, name := range f.Candidates {
