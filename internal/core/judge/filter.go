@@ -3,6 +3,7 @@ package judge
 import (
 	"context"
 	"fmt"
+	"iter"
 	"math"
 
 	v1 "k8s.io/api/core/v1"
@@ -45,10 +46,13 @@ type Filtered struct {
 	Subject *Subject
 	// Verdict is the rules' answer among the pod's peers.
 	Verdict *Verdict
-	// Refused are the candidates turned away, in the candidates' order.
+	// Refused are the candidates the hard rules turn away, in the
+	// candidates' order; Refusals adds the soft tier's.
 	Refused []Refusal
 	// Candidates are the request's, for Doubt and the recorders.
 	Candidates []string
+	// tier is the soft tier's answer, nil without one.
+	tier *tier
 }
 
 // Refusal is one node turned away.
@@ -111,7 +115,7 @@ func (j *Judge) Filter(ctx context.Context, req FilterRequest) (*Filtered, error
 		j.Denied(s, r.Node, r.Conflicts, r.Resolvable, "filter")
 	}
 	if req.SoftTier {
-		f.softTier(req, j.cfg.Placements.NodeLabels)
+		j.softTier(f, req)
 	}
 	return f, nil
 }
@@ -160,28 +164,95 @@ func (f *Filtered) OnRefusedNode(peer *model.Pod) bool {
 // Penalties are the soft rules' penalties (nil without peers).
 func (f *Filtered) Penalties() []model.Penalty { return f.Verdict.Penalties }
 
+// tier is the soft tier's answer: every candidate the hard rules keep
+// whose total penalty is above best is refused. It keeps the totals
+// rather than a Refusal per refused candidate, which at thousands of
+// candidates would cost more than the rest of the request.
+type tier struct {
+	totals  []float64 // by candidate; from the judge's pool until Release
+	best    float64
+	demoted int
+	reasons map[float64]string // one string per distinct total
+	pool    *Totals
+}
+
+// reason is the soft tier's reason for a candidate of total t.
+func (t *tier) reason(total float64) string {
+	r, ok := t.reasons[total]
+	if !ok {
+		r = fmt.Sprintf("soft rules: penalty %g here, %g on the nodes kept", total, t.best)
+		t.reasons[total] = r
+	}
+	return r
+}
+
+// Refusals are every refused candidate, the hard rules' and the soft
+// tier's, in the candidates' order. The soft tier's are made as they are
+// visited, so ranging costs no allocation per candidate.
+func (f *Filtered) Refusals() iter.Seq[Refusal] {
+	return func(yield func(Refusal) bool) {
+		hard := f.Refused
+		for i, name := range f.Candidates {
+			if len(hard) > 0 && hard[0].Index == i {
+				if !yield(hard[0]) {
+					return
+				}
+				hard = hard[1:]
+				continue
+			}
+			if f.tier == nil || f.tier.totals == nil {
+				if len(hard) == 0 {
+					return
+				}
+				continue
+			}
+			if total := f.tier.totals[i]; total != f.tier.best {
+				if !yield(Refusal{Index: i, Node: name, soft: f.tier.reason(total)}) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// RefusedCount is how many candidates Refusals gives.
+func (f *Filtered) RefusedCount() int {
+	if f.tier == nil {
+		return len(f.Refused)
+	}
+	return len(f.Refused) + f.tier.demoted
+}
+
+// Release gives the soft tier's buffer back once Refusals has been ranged
+// over for the last time; Refusals gives the hard rules' alone after it.
+func (f *Filtered) Release() {
+	if f.tier != nil && f.tier.totals != nil {
+		f.tier.pool.Put(f.tier.totals)
+		f.tier.totals = nil
+	}
+}
+
 // softTier refuses, of the candidates the hard rules keep, those above
 // the lowest total penalty; with equal totals it refuses none.
-func (f *Filtered) softTier(req FilterRequest, nodeLabels func(string) (map[string]string, bool)) {
+func (j *Judge) softTier(f *Filtered, req FilterRequest) {
 	table, ok := NewTable(f.Verdict.Penalties)
 	if !ok || f.AllRefused() {
 		return
 	}
-	labels := func(i int, name string) map[string]string {
-		if req.CandidateLabels != nil {
-			return req.CandidateLabels(i, name)
+	labels := req.CandidateLabels
+	if labels == nil {
+		labels = func(_ int, name string) map[string]string {
+			l, _ := j.cfg.Placements.NodeLabels(name)
+			return l
 		}
-		l, _ := nodeLabels(name)
-		return l
 	}
-	refused := make(map[int]bool, len(f.Refused))
-	for _, r := range f.Refused {
-		refused[r.Index] = true
-	}
-	totals := make([]float64, len(req.Candidates))
+	totals := j.totals.Get(len(req.Candidates))
 	best, worst := math.Inf(1), 0.0
+	hard := f.Refused
 	for i, name := range req.Candidates {
-		if refused[i] {
+		if len(hard) > 0 && hard[0].Index == i {
+			hard = hard[1:]
+			totals[i] = math.NaN() // refused already: never equal to best, never demoted twice
 			continue
 		}
 		var l map[string]string
@@ -192,25 +263,14 @@ func (f *Filtered) softTier(req FilterRequest, nodeLabels func(string) (map[stri
 		best, worst = min(best, totals[i]), max(worst, totals[i])
 	}
 	if worst == best {
+		j.totals.Put(totals)
 		return
 	}
-	hard := f.Refused
-	f.Refused = make([]Refusal, 0, len(hard)+len(req.Candidates)/2)
-	reasons := map[float64]string{} // one string per distinct total
-	for i, name := range req.Candidates {
-		if len(hard) > 0 && hard[0].Index == i {
-			f.Refused = append(f.Refused, hard[0])
-			hard = hard[1:]
-			continue
+	t := &tier{totals: totals, best: best, reasons: map[float64]string{}, pool: &j.totals}
+	for i := range totals {
+		if !math.IsNaN(totals[i]) && totals[i] != best {
+			t.demoted++
 		}
-		if totals[i] == best {
-			continue
-		}
-		reason, ok := reasons[totals[i]]
-		if !ok {
-			reason = fmt.Sprintf("soft rules: penalty %g here, %g on the nodes kept", totals[i], best)
-			reasons[totals[i]] = reason
-		}
-		f.Refused = append(f.Refused, Refusal{Index: i, Node: name, soft: reason})
 	}
+	f.tier = t
 }

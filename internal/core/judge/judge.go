@@ -109,6 +109,7 @@ const (
 type Judge struct {
 	cfg          Config
 	locks        *groupLocks
+	totals       Totals
 	refreshReads flowcontrol.RateLimiter
 	denials      *prometheus.CounterVec
 	described    *prometheus.CounterVec

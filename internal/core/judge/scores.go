@@ -2,6 +2,7 @@ package judge
 
 import (
 	"context"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -73,3 +74,23 @@ func (j *Judge) Penalties(ctx context.Context, pol *policy.Policy, pod *v1.Pod) 
 	}
 	return v.Penalties, nil
 }
+
+// Totals recycles per-candidate totals: thousands of candidates per
+// request, on the hot path of filter (the soft tier) and prioritize. The
+// zero value is ready.
+type Totals struct {
+	pool sync.Pool // of *[]float64
+}
+
+// Get returns n zeroed totals.
+func (b *Totals) Get(n int) []float64 {
+	if p, ok := b.pool.Get().(*[]float64); ok && cap(*p) >= n {
+		t := (*p)[:n]
+		clear(t)
+		return t
+	}
+	return make([]float64, n)
+}
+
+// Put gives t back for a later Get.
+func (b *Totals) Put(t []float64) { b.pool.Put(&t) }

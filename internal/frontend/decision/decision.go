@@ -175,7 +175,7 @@ type Decider struct {
 	filterReads flowcontrol.RateLimiter
 	judge       *judge.Judge
 	scores      *scoreCache
-	totals      totalsBuffers
+	totals      judge.Totals
 	waits       prometheus.Histogram
 	binds       *prometheus.CounterVec
 }

@@ -37,7 +37,7 @@ func (d *Decider) logFilter(start time.Time, args *extenderv1.ExtenderArgs, f *j
 	pol := d.policies.Load()
 	if f != nil {
 		pol = f.Subject.Policy
-		dec.Refused = len(f.Refused)
+		dec.Refused = f.RefusedCount()
 		for _, r := range f.Refused {
 			dec.Denied = decisionlog.DenialsOf(dec.Denied, r.Conflicts, f.Subject.PeerName)
 		}

@@ -128,6 +128,7 @@ func (d *Decider) filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*F
 	// Prioritize, next, scores with these instead of evaluating again.
 	d.scores.put(s.Pod.UID, s.Policy, f.Penalties())
 	a := answerOf(f)
+	f.Release()
 	if d.opts.Shadow != nil && len(s.Peers) > 0 {
 		// The hard rules' answers alone: the shadow compares those, off
 		// this request.
@@ -141,7 +142,7 @@ func (d *Decider) filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*F
 		d.placements.Reserve(s.Pod, s.Keys, d.opts.InFlightTTL, s.Policy.Origin())
 	}
 	d.log.WithFields(map[string]any{
-		"pod": s.Pod.Key(), "candidates": len(f.Candidates), "refused": len(f.Refused),
+		"pod": s.Pod.Key(), "candidates": len(f.Candidates), "refused": f.RefusedCount(),
 	}).Debug("filter")
 	return a, f, nil
 }
@@ -155,7 +156,7 @@ func answerOf(f *judge.Filtered) *FilterAnswer {
 		a.failed.FailedAndUnresolvableNodes = extenderv1.FailedNodesMap{}
 	}
 	start := 0
-	for _, r := range f.Refused {
+	for r := range f.Refusals() {
 		a.kept = append(a.kept, start, r.Index)
 		start = r.Index + 1
 		if r.Resolvable {

@@ -3,7 +3,6 @@ package decision
 import (
 	"context"
 	"iter"
-	"sync"
 	"time"
 
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
@@ -38,12 +37,12 @@ func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs)
 		return noScores, nil
 	}
 	names := candidateNames(args)
-	totals := d.totals.get(len(names))
+	totals := d.totals.Get(len(names))
 	scores, ok := judge.ScoreNodes(penalties, names, func(i int, name string) map[string]string {
 		return d.nodeLabels(args, i, name)
 	}, totals)
 	if !ok {
-		d.totals.put(totals)
+		d.totals.Put(totals)
 		rec.log(d, args, pol, nil)
 		return noScores, nil
 	}
@@ -51,7 +50,7 @@ func (d *Decider) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs)
 		if totals == nil {
 			return // ranged over already
 		}
-		defer func() { d.totals.put(totals); totals = nil; rec.log(d, args, pol, nil) }()
+		defer func() { d.totals.Put(totals); totals = nil; rec.log(d, args, pol, nil) }()
 		for i, name := range names {
 			score := scores.Score(i, extenderv1.MaxExtenderPriority)
 			if rec != nil && score < extenderv1.MaxExtenderPriority {
@@ -116,20 +115,3 @@ func (d *Decider) nodeLabels(args *extenderv1.ExtenderArgs, i int, name string) 
 	}
 	return labels
 }
-
-// totalsBuffers recycles the per-candidate totals of Prioritize.
-type totalsBuffers struct {
-	pool sync.Pool // of *[]float64
-}
-
-// get returns n zeroed totals.
-func (b *totalsBuffers) get(n int) []float64 {
-	if p, ok := b.pool.Get().(*[]float64); ok && cap(*p) >= n {
-		t := (*p)[:n]
-		clear(t)
-		return t
-	}
-	return make([]float64, n)
-}
-
-func (b *totalsBuffers) put(t []float64) { b.pool.Put(&t) }
