@@ -219,3 +219,46 @@ func nodesOf(rs []judge.Refusal) []string {
 	}
 	return out
 }
+
+// TestFilterSoftTier: with the soft tier, the candidates no hard rule
+// refuses but whose total penalty is above the lowest are refused too,
+// in the candidates' order among the hard refusals; Release leaves the
+// hard ones alone.
+func TestFilterSoftTier(t *testing.T) {
+	r1 := fixture.MakePod().Namespace("shop").Name("r1").Redis("cache", "replica", "1").Obj()
+	candidates := []string{"node-1", "node-2", "node-3", "node-4"}
+	hard := refusal{1, "node-2", "redis: master shop/m1 of cluster cache (shard 1) already on this node", false}
+	// node-3 holds r0, a member of the same cluster: the spread rule's penalty.
+	soft := refusal{2, "node-3", "soft rules: penalty 1 here, 0 on the nodes kept", false}
+	tests := []struct {
+		name        string
+		softTier    bool
+		want        []refusal
+		wantRelease []refusal
+	}{
+		{"hard rules alone", false, []refusal{hard}, []refusal{hard}},
+		{"soft tier", true, []refusal{hard, soft}, []refusal{hard}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPhases(t)
+			f, err := p.judge.Filter(context.Background(), judge.FilterRequest{Policy: p.pol, Pod: r1, Candidates: candidates, SoftTier: tt.softTier})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, refusals(slices.Collect(f.Refusals()))); diff != "" {
+				t.Errorf("Refusals() (-want +got):\n%s", diff)
+			}
+			if f.RefusedCount() != len(tt.want) {
+				t.Errorf("RefusedCount() = %d, want %d", f.RefusedCount(), len(tt.want))
+			}
+			if diff := cmp.Diff([]refusal{hard}, refusals(f.Refused)); diff != "" {
+				t.Errorf("Refused, the hard rules' (-want +got):\n%s", diff)
+			}
+			f.Release()
+			if diff := cmp.Diff(tt.wantRelease, refusals(slices.Collect(f.Refusals()))); diff != "" {
+				t.Errorf("Refusals() after Release (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -151,7 +151,8 @@ func (d *Decider) filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*F
 // resolvable or not, and the runs of kept ones between them.
 func answerOf(f *judge.Filtered) *FilterAnswer {
 	a := &FilterAnswer{failed: &extenderv1.ExtenderFilterResult{}}
-	if len(f.Refused) > 0 || f.Verdict.HasConflicts() {
+	// The soft tier refuses too, with no conflict to show for it.
+	if f.RefusedCount() > 0 || f.Verdict.HasConflicts() {
 		a.failed.FailedNodes = extenderv1.FailedNodesMap{}
 		a.failed.FailedAndUnresolvableNodes = extenderv1.FailedNodesMap{}
 	}

@@ -48,6 +48,22 @@ func TestFilterSoftInFilter(t *testing.T) {
 			},
 		},
 		{
+			// No hard rule turns any candidate away: the soft tier alone
+			// refuses, and the answer still has its refused maps (a nil map
+			// here panicked every filter call with soft rules and no conflict).
+			name: "soft rules alone refuse",
+			pod:  fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Model(),
+			peers: []*model.Pod{
+				fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Node("node-2").Model(),
+			},
+			want: &extenderv1.ExtenderFilterResult{
+				NodeNames: names("node-1", "node-3", "node-4"),
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
+					"node-2": "soft rules: penalty 1 here, 0 on the nodes kept",
+				},
+			},
+		},
+		{
 			name:  "equal penalties: no candidate turned away for them",
 			pod:   fixture.MakePod().Namespace("logs").Name("es-data-1").Elasticsearch("es", "data").Model(),
 			peers: []*model.Pod{fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").Node("node-2").Model()},
