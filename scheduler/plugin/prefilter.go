@@ -126,11 +126,9 @@ func (pl *Regosched) prefilter(ctx context.Context, pod *v1.Pod) (*state, error)
 // has; the two views then disagree, and the API server settles it.
 func (pl *Regosched) disputed(_ context.Context, f *judge.Filtered) func(*model.Pod) bool {
 	conflicting := map[types.UID]bool{}
-	f.Verdict.Nodes(func(_ string, cs []model.Conflict) {
-		for _, c := range cs {
-			conflicting[c.Peer] = true
-		}
-	})
+	for _, c := range f.Verdict.Conflicts() {
+		conflicting[c.Peer] = true
+	}
 	return func(peer *model.Pod) bool {
 		if !conflicting[peer.UID] || pl.snapshot == nil {
 			return false

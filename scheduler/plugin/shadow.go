@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -33,8 +34,10 @@ import (
 
 // shadowCandidates collects one cycle's candidates for the shadow.
 type shadowCandidates struct {
-	// request is the active judgement, its Nodes filled at offer.
+	// request is the active judgement, its Nodes and Denied filled at
+	// offer from verdict.
 	request *shadow.Request
+	verdict *judge.Verdict
 	// slots has a slot per node PreFilter was given; Filter's parallel
 	// calls take one each through next, and any beyond go to overflow.
 	slots    []string
@@ -48,7 +51,7 @@ type shadowCandidates struct {
 // judgement f: the pod, its peers, the nodes the hard rules turned away
 // with their reasons, and the soft rules' penalties.
 func newShadowCandidates(f *judge.Filtered, nodes int) *shadowCandidates {
-	return &shadowCandidates{request: shadow.FilterRequestOf(f, nil), slots: make([]string, nodes)}
+	return &shadowCandidates{request: shadow.FilterRequestOf(f, nil), verdict: f.Verdict, slots: make([]string, nodes)}
 }
 
 // saw notes a candidate; safe from many goroutines.
@@ -77,6 +80,7 @@ func (c *shadowCandidates) offer(o shadow.Offerer) {
 	}
 	c.request.Nodes = nodes
 	c.mu.Unlock()
+	maps.Copy(c.request.Denied, c.verdict.Denied(nodes))
 	if len(c.request.Nodes) > 0 {
 		o.Offer(c.request)
 	}

@@ -36,7 +36,7 @@ func BenchmarkCycleShadow(b *testing.B) {
 					log := logrus.New()
 					log.SetOutput(io.Discard)
 					sh, err := shadow.New(shadow.Config{
-						Policies: staticPolicy{policytest.Default(b)}, NodeLabels: pl.cache.NodeLabels,
+						Policies: staticPolicy{policytest.Default(b)}, Nodes: pl.cache,
 						Registerer: prometheus.NewRegistry(), Log: log,
 					})
 					if err != nil {

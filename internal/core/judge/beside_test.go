@@ -54,18 +54,18 @@ func TestBesideAndEvaluate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			v, err := judge.Evaluate(ctx, s, func(string) (map[string]string, bool) { return nil, true })
+			v, err := judge.Evaluate(ctx, s, fixture.Nodes{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			got := map[string]string{}
-			v.Nodes(func(node string, cs []model.Conflict) {
+			v.Domains(func(d model.Domain, cs []model.Conflict) {
 				var rules []string
 				for _, c := range cs {
 					rules = append(rules, c.Rule)
 				}
 				slices.Sort(rules)
-				got[node] = strings.Join(slices.Compact(rules), ",")
+				got[d.Value] = strings.Join(slices.Compact(rules), ",")
 			})
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("conflicts by node (-want +got):\n%s", diff)

@@ -8,7 +8,8 @@ import (
 	"github.com/regosched/regosched/internal/core/model"
 )
 
-// Denied logs and counts the hard rules that turn s's pod away from node:
+// Denied logs and counts the hard rules that turn s's pod away from node
+// (or, for a rule per zone, from the domain key=value it names):
 // one entry per conflict (rule, reason, peer, policy revision), at Info,
 // and regosched_filter_denials_total{rule,resolvable}. Front ends call it
 // once per conflicting node per attempt to place the pod, never per

@@ -93,9 +93,13 @@ func (f *Filtered) Decide(node string, e *Edits) (Refusal, bool) {
 		}
 	}
 	resolvable := f.Verdict.Preemptible(node, func(uid types.UID) bool { return e.removed[uid] })
+	var labels map[string]string // read once, if a conflict is per zone
 	for _, added := range e.added {
 		for _, c := range added {
-			if c.Node == node {
+			if !c.Domain.OnNode() && labels == nil && f.Verdict.nodes != nil {
+				labels, _ = f.Verdict.nodes.NodeLabels(node)
+			}
+			if c.Domain.Holds(node, labels) {
 				// A nominated pod is not bound: there is nothing to evict.
 				cs = append(cs, c)
 				resolvable = false

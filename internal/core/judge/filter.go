@@ -107,8 +107,14 @@ func (j *Judge) Filter(ctx context.Context, req FilterRequest) (*Filtered, error
 		// Node by node from here, from many goroutines (the framework's
 		// parallel Filter calls): the peers' index is built now.
 		s.Index()
-		f.Verdict.Nodes(func(node string, cs []model.Conflict) {
-			j.Denied(s, node, cs, f.Verdict.Preemptible(node, nil), "filter")
+		// Once per domain, not per node of a zone: the volume stays
+		// bounded by the pod's peers.
+		f.Verdict.Domains(func(d model.Domain, cs []model.Conflict) {
+			where := d.Value
+			if !d.OnNode() {
+				where = d.String()
+			}
+			j.Denied(s, where, cs, d.OnNode() && f.Verdict.Preemptible(d.Value, nil), "filter")
 		})
 	}
 	for _, r := range f.Refused {
@@ -122,7 +128,7 @@ func (j *Judge) Filter(ctx context.Context, req FilterRequest) (*Filtered, error
 
 // judgeCandidates judges s and decides each candidate by the hard rules.
 func (j *Judge) judgeCandidates(ctx context.Context, s *Subject, candidates []string) (*Filtered, error) {
-	v, err := Evaluate(ctx, s, j.cfg.Placements.NodeLabels)
+	v, err := Evaluate(ctx, s, j.cfg.Placements)
 	if err != nil {
 		return nil, err
 	}

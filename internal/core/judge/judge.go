@@ -47,8 +47,7 @@ var ErrNoPolicy = policy.ErrNoPolicy
 type PeerView interface {
 	// Peers returns the bound or assumed pods that share a key with self.
 	Peers(keys []string, self types.UID) []*model.Pod
-	// NodeLabels returns a node's labels and whether the node is known.
-	NodeLabels(name string) (map[string]string, bool)
+	policy.Nodes
 }
 
 // Placements is the view of the cluster the judge reads (implemented by

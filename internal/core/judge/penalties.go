@@ -32,7 +32,7 @@ func NewTable(penalties []model.Penalty) (t Table, ok bool) {
 		return t, false
 	}
 	for key, values := range byKey {
-		if key == policy.HostnameKey {
+		if key == model.HostnameKey {
 			t.onNodes = newFewNodes(values)
 			continue
 		}

@@ -68,7 +68,7 @@ func (j *Judge) Penalties(ctx context.Context, pol *policy.Policy, pod *v1.Pod) 
 		return nil, err
 	}
 	j.FindPeers(s)
-	v, err := Evaluate(ctx, s, j.cfg.Placements.NodeLabels)
+	v, err := Evaluate(ctx, s, j.cfg.Placements)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/regosched/regosched/internal/core/model"
-	"github.com/regosched/regosched/internal/core/policy"
 )
 
 func TestScoreNodes(t *testing.T) {
@@ -24,20 +23,20 @@ func TestScoreNodes(t *testing.T) {
 		{name: "no penalty, no preference", wantOK: false},
 		{
 			name:      "a penalty on a node that is no candidate scores none",
-			penalties: []model.Penalty{{TopologyKey: policy.HostnameKey, Value: "node-9", Weight: 1}},
+			penalties: []model.Penalty{{TopologyKey: model.HostnameKey, Value: "node-9", Weight: 1}},
 			wantOK:    false,
 		},
 		{
 			name:      "hostname penalties alone read no labels",
-			penalties: []model.Penalty{{TopologyKey: policy.HostnameKey, Value: "node-2", Weight: 1}},
+			penalties: []model.Penalty{{TopologyKey: model.HostnameKey, Value: "node-2", Weight: 1}},
 			wantOK:    true, want: []int64{10, 0, 10, 10},
 		},
 		{
 			// Totals 3, 1, 0, 2, as the extender's prioritize test has them.
 			name: "nodes and zones",
 			penalties: []model.Penalty{
-				{TopologyKey: policy.HostnameKey, Value: "node-1", Weight: 1},
-				{TopologyKey: policy.HostnameKey, Value: "node-2", Weight: 1},
+				{TopologyKey: model.HostnameKey, Value: "node-1", Weight: 1},
+				{TopologyKey: model.HostnameKey, Value: "node-2", Weight: 1},
 				{TopologyKey: "zone", Value: "a", Weight: 2},
 			},
 			wantOK: true, want: []int64{0, 7, 10, 3}, wantLabels: true,
@@ -78,7 +77,7 @@ func TestScoreNodesWithABufferAllocatesNoMore(t *testing.T) {
 	for i := range names {
 		names[i] = "node-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
 	}
-	penalties := []model.Penalty{{TopologyKey: policy.HostnameKey, Value: names[3], Weight: 1}, {TopologyKey: "zone", Value: "a", Weight: 2}}
+	penalties := []model.Penalty{{TopologyKey: model.HostnameKey, Value: names[3], Weight: 1}, {TopologyKey: "zone", Value: "a", Weight: 2}}
 	zone := map[string]string{"zone": "a"}
 	labels := func(int, string) map[string]string { return zone }
 	buf := make([]float64, len(names))

@@ -27,7 +27,8 @@ func DescribeStand(ctx context.Context, pol *policy.Policy, pod *model.Pod) ([]s
 // Stand is the stand phase: it judges the bound pod where it stands, with keys and c from
 // DescribeStand, among its peers as view holds them, those in changed
 // replaced (their roles after a failover, say). It returns the conflicts
-// on the pod's own node, in the policy's order, and the peers judged.
+// of the pod's own node (on it, or in its zone), in the policy's order,
+// and the peers judged.
 func Stand(ctx context.Context, pol *policy.Policy, view PeerView, pod *model.Pod, keys []string, c *model.Claims,
 	changed map[types.UID]*model.Pod) ([]model.Conflict, []*model.Pod, error) {
 	if len(keys) == 0 {
@@ -47,13 +48,14 @@ func Stand(ctx context.Context, pol *policy.Policy, view PeerView, pod *model.Po
 	if len(peers) == 0 {
 		return nil, nil, nil
 	}
-	conflicts, err := pol.Conflicts(ctx, policy.NewInput(&self, peers, view.NodeLabels))
+	conflicts, err := pol.Conflicts(ctx, policy.NewInput(&self, peers, view))
 	if err != nil {
 		return nil, nil, fmt.Errorf("judging %s: %w", pod.Key(), err)
 	}
 	var here []model.Conflict
+	labels, _ := view.NodeLabels(pod.Node)
 	for _, c := range conflicts {
-		if c.Node == pod.Node {
+		if c.Domain.Holds(pod.Node, labels) {
 			here = append(here, c)
 		}
 	}

@@ -14,17 +14,22 @@ import (
 )
 
 // Verdict is the hard and soft rules' answer for a subject: the conflicts
-// by node, and the penalties.
+// by domain, and the penalties.
 type Verdict struct {
 	Subject   *Subject
 	Penalties []model.Penalty
 	// raw are the hard rules' conflicts as the policy gave them; conflicts
-	// holds them by node (a handful of nodes, asked about every candidate,
-	// thousands), indexed on first use: a prioritize call that wants the
-	// penalties alone never builds it.
+	// holds those per node by node (a handful of nodes, asked about every
+	// candidate, thousands) and domains the others by domain, indexed on
+	// first use: a prioritize call that wants the penalties alone never
+	// builds it.
 	raw       []model.Conflict
 	once      sync.Once
 	conflicts fewNodes[[]model.Conflict]
+	domains   []keyedConflicts
+	// nodes gives the labels of a node asked about, for the conflicts per
+	// domain of a key other than the hostname.
+	nodes policy.Nodes
 	// evictable says, of each peer in conflict, whether preemption may
 	// evict it (WeighPreemption).
 	evictable map[types.UID]bool
@@ -32,11 +37,11 @@ type Verdict struct {
 
 // conflicts evaluates the hard rules alone.
 func (j *Judge) conflicts(ctx context.Context, s *Subject) (*Verdict, error) {
-	v := &Verdict{Subject: s}
+	v := &Verdict{Subject: s, nodes: j.cfg.Placements}
 	if len(s.Peers) == 0 {
 		return v, nil
 	}
-	conflicts, err := s.Policy.Conflicts(ctx, policy.NewInput(s.Pod, s.Peers, j.cfg.Placements.NodeLabels))
+	conflicts, err := s.Policy.Conflicts(ctx, policy.NewInput(s.Pod, s.Peers, j.cfg.Placements))
 	if err != nil {
 		return nil, fmt.Errorf("judging pod %s: %w", s.Pod.Key(), err)
 	}
@@ -46,12 +51,28 @@ func (j *Judge) conflicts(ctx context.Context, s *Subject) (*Verdict, error) {
 
 func (v *Verdict) setConflicts(conflicts []model.Conflict) { v.raw = conflicts }
 
-// index builds the conflicts by node, once; safe from many goroutines.
+// keyedConflicts are the conflicts per domain of one topology key, by
+// the domain's value.
+type keyedConflicts struct {
+	key    string
+	values map[string][]model.Conflict
+}
+
+// index builds the conflicts by domain, once; safe from many goroutines.
 func (v *Verdict) index() {
 	v.once.Do(func() {
 		byNode := make(map[string][]model.Conflict, len(v.raw))
 		for _, c := range v.raw {
-			byNode[c.Node] = append(byNode[c.Node], c)
+			if c.Domain.OnNode() {
+				byNode[c.Domain.Value] = append(byNode[c.Domain.Value], c)
+				continue
+			}
+			i := slices.IndexFunc(v.domains, func(k keyedConflicts) bool { return k.key == c.Domain.Key })
+			if i < 0 {
+				i = len(v.domains)
+				v.domains = append(v.domains, keyedConflicts{c.Domain.Key, map[string][]model.Conflict{}})
+			}
+			v.domains[i].values[c.Domain.Value] = append(v.domains[i].values[c.Domain.Value], c)
 		}
 		v.conflicts = newFewNodes(byNode)
 	})
@@ -60,37 +81,63 @@ func (v *Verdict) index() {
 // HasConflicts reports whether any node is turned away.
 func (v *Verdict) HasConflicts() bool { return len(v.raw) > 0 }
 
-// At returns the conflicts on node.
+// Conflicts are the hard rules' conflicts, every domain's.
+func (v *Verdict) Conflicts() []model.Conflict { return v.raw }
+
+// At returns the conflicts of the node named node: those on it, and those
+// of the domains its labels put it in.
 func (v *Verdict) At(node string) []model.Conflict {
 	if len(v.raw) == 0 {
 		return nil
 	}
 	v.index()
 	cs, _ := v.conflicts.get(node)
+	if len(v.domains) == 0 || v.nodes == nil {
+		return cs
+	}
+	labels, _ := v.nodes.NodeLabels(node)
+	for _, k := range v.domains {
+		if value, ok := labels[k.key]; ok {
+			if in := k.values[value]; len(in) > 0 {
+				cs = append(slices.Clip(cs), in...)
+			}
+		}
+	}
 	return cs
 }
 
-// Nodes calls f for every node with conflicts, in no order.
-func (v *Verdict) Nodes(f func(node string, cs []model.Conflict)) {
+// Domains calls f for every domain with conflicts (a node for the rules
+// per node), in no order.
+func (v *Verdict) Domains(f func(d model.Domain, cs []model.Conflict)) {
 	if len(v.raw) == 0 {
 		return
 	}
 	v.index()
 	for node, cs := range v.conflicts.m {
-		f(node, cs)
+		f(model.Domain{Key: model.HostnameKey, Value: node}, cs)
+	}
+	for _, k := range v.domains {
+		for value, cs := range k.values {
+			f(model.Domain{Key: k.key, Value: value}, cs)
+		}
 	}
 }
 
-// Denied is every node the hard rules turn away, with its reasons
-// (Reasons); nil when none is.
-func (v *Verdict) Denied() map[string]string {
+// Denied is every node of nodes the hard rules turn away, with its
+// reasons (Reasons); nil when none is.
+func (v *Verdict) Denied(nodes []string) map[string]string {
 	var denied map[string]string
-	v.Nodes(func(node string, cs []model.Conflict) {
-		if denied == nil {
-			denied = make(map[string]string, len(v.raw))
+	if len(v.raw) == 0 {
+		return nil
+	}
+	for _, node := range nodes {
+		if cs := v.At(node); len(cs) > 0 {
+			if denied == nil {
+				denied = map[string]string{}
+			}
+			denied[node] = Reasons(cs)
 		}
-		denied[node] = Reasons(cs)
-	})
+	}
 	return denied
 }
 
@@ -102,21 +149,23 @@ func (j *Judge) weighPreemption(ctx context.Context, v *Verdict) error {
 		return nil
 	}
 	v.evictable = make(map[types.UID]bool, len(v.raw))
-	var err error
-	v.Nodes(func(_ string, cs []model.Conflict) {
-		for _, c := range cs {
-			if _, done := v.evictable[c.Peer]; done || err != nil {
-				continue
-			}
-			v.evictable[c.Peer], err = j.Evictable(ctx, v.Subject, c.Peer)
+	for _, c := range v.raw {
+		if _, done := v.evictable[c.Peer]; done {
+			continue
 		}
-	})
-	return err
+		var err error
+		if v.evictable[c.Peer], err = j.Evictable(ctx, v.Subject, c.Peer); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// Preemptible reports whether preemption can resolve the conflicts on
-// node: every conflicting peer there (but those removed, as a preemption
-// dry run removes victims) is evictable, as weighPreemption found. The
+// Preemptible reports whether preemption can resolve the conflicts of
+// node: every conflicting peer (but those removed, as a preemption dry
+// run removes victims) stands on node itself and is evictable, as
+// weighPreemption found. A peer elsewhere in the node's zone is no victim
+// that preempting on node may evict. The
 // extender and the plugin once differed on protection: the extender left
 // protected peers to its preempt verb, and the plugin let default
 // preemption evict them; one answer, here, keeps both from trying.
@@ -125,7 +174,7 @@ func (v *Verdict) Preemptible(node string, removed func(types.UID) bool) bool {
 		if removed != nil && removed(c.Peer) {
 			continue
 		}
-		if !v.evictable[c.Peer] {
+		if c.Node != node || !v.evictable[c.Peer] {
 			return false
 		}
 	}

@@ -23,7 +23,8 @@ type Mark struct {
 }
 
 // Avoid is an entry of separate or spread: the pod avoids every peer that
-// holds Mark. TopologyKey and Weight are for spread only.
+// holds Mark in one domain of TopologyKey (HostnameKey unless a separate
+// entry names another). Weight is for spread only.
 type Avoid struct {
 	Mark, Rule  string
 	TopologyKey string

@@ -51,6 +51,7 @@ type Cache struct {
 	clock     clock.WithTicker
 	// onRelabel, if set, is told when a bound pod's description changes.
 	onRelabel func()
+	domains   domainCounts
 
 	// writeMu serialises writers (informer events, binds and the end of a
 	// re-index), so that a re-index never overwrites a newer event with an

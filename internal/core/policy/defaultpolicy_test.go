@@ -30,7 +30,7 @@ func TestJudgeDefaultPolicy(t *testing.T) {
 				Peers: []*model.Pod{fixture.MakePod().Namespace("shop").Name("cache-1-master").UID("u1").Redis("cache", "master", "").Node("node-1").Model()},
 			},
 			want: judged{
-				Conflicts: []model.Conflict{{Node: "node-1", Rule: "redis-masters", Reason: "redis: master shop/cache-1-master of cluster cache already on this node", Peer: "u1"}},
+				Conflicts: []model.Conflict{{Node: "node-1", Domain: onNode("node-1"), Rule: "redis-masters", Reason: "redis: master shop/cache-1-master of cluster cache already on this node", Peer: "u1"}},
 				Penalties: []model.Penalty{spread("node-1", "u1")},
 			},
 		},
@@ -48,9 +48,9 @@ func TestJudgeDefaultPolicy(t *testing.T) {
 			},
 			want: judged{
 				Conflicts: []model.Conflict{
-					{Node: "node-1", Rule: "redis-masters", Reason: "redis: master shop/cache-1-master of cluster cache already on this node", Peer: "u1"},
-					{Node: "node-2", Rule: "redis-master-replica", Reason: "redis: replica shop/cache-0-replica-0 of cluster cache (shard 0) already on this node", Peer: "u2"},
-					{Node: "node-4", Rule: "redis-master-replica", Reason: "redis: replica shop/cache-0-replica-1 of cluster cache (shard 0) already on this node", Peer: "u4"},
+					{Node: "node-1", Domain: onNode("node-1"), Rule: "redis-masters", Reason: "redis: master shop/cache-1-master of cluster cache already on this node", Peer: "u1"},
+					{Node: "node-2", Domain: onNode("node-2"), Rule: "redis-master-replica", Reason: "redis: replica shop/cache-0-replica-0 of cluster cache (shard 0) already on this node", Peer: "u2"},
+					{Node: "node-4", Domain: onNode("node-4"), Rule: "redis-master-replica", Reason: "redis: replica shop/cache-0-replica-1 of cluster cache (shard 0) already on this node", Peer: "u4"},
 				},
 				// The peers of shard 0 are on nodes of unknown zone.
 				Penalties: []model.Penalty{spread("node-1", "u1"), spread("node-2", "u2"), spread("node-3", "u3"), spread("node-4", "u4")},
@@ -72,7 +72,7 @@ func TestJudgeDefaultPolicy(t *testing.T) {
 				},
 			},
 			want: judged{
-				Conflicts: []model.Conflict{{Node: "node-1", Rule: "redis-master-replica", Reason: cacheMaster, Peer: "u1"}},
+				Conflicts: []model.Conflict{{Node: "node-1", Domain: onNode("node-1"), Rule: "redis-master-replica", Reason: cacheMaster, Peer: "u1"}},
 				Penalties: []model.Penalty{
 					spread("node-1", "u1"),
 					{TopologyKey: zoneLabel, Value: "a", Weight: 2, Rule: "redis-shard-zones", Peer: "u1"},
@@ -91,7 +91,7 @@ func TestJudgeDefaultPolicy(t *testing.T) {
 				Nodes: map[string]map[string]string{"node-1": {hostnameLabel: "node-1"}, "node-3": {zoneLabel: "a"}},
 			},
 			want: judged{
-				Conflicts: []model.Conflict{{Node: "node-1", Rule: "redis-master-replica", Reason: cacheMaster, Peer: "u1"}},
+				Conflicts: []model.Conflict{{Node: "node-1", Domain: onNode("node-1"), Rule: "redis-master-replica", Reason: cacheMaster, Peer: "u1"}},
 				Penalties: []model.Penalty{spread("node-1", "u1"), spread("node-2", "u2")},
 			},
 		},
@@ -106,7 +106,7 @@ func TestJudgeDefaultPolicy(t *testing.T) {
 				Nodes: map[string]map[string]string{"node-1": {zoneLabel: "a"}, "node-2": {zoneLabel: "b"}},
 			},
 			want: judged{
-				Conflicts: []model.Conflict{{Node: "node-1", Rule: "elasticsearch-data", Reason: "elasticsearch: data shop/logs-data-1 of cluster logs already on this node", Peer: "u1"}},
+				Conflicts: []model.Conflict{{Node: "node-1", Domain: onNode("node-1"), Rule: "elasticsearch-data", Reason: "elasticsearch: data shop/logs-data-1 of cluster logs already on this node", Peer: "u1"}},
 				Penalties: []model.Penalty{
 					{TopologyKey: zoneLabel, Value: "a", Weight: 2, Rule: "elasticsearch-data-zones", Peer: "u1"},
 					{TopologyKey: hostnameLabel, Value: "node-1", Weight: 1, Rule: "elasticsearch-node-spread", Peer: "u1"},
@@ -126,7 +126,7 @@ func TestJudgeDefaultPolicy(t *testing.T) {
 				Nodes: map[string]map[string]string{"node-1": {zoneLabel: "a"}},
 			},
 			want: judged{
-				Conflicts: []model.Conflict{{Node: "node-1", Rule: "elasticsearch-eck-data", Reason: "elasticsearch: data shop/logs-es-data-1 of cluster logs already on this node", Peer: "u1"}},
+				Conflicts: []model.Conflict{{Node: "node-1", Domain: onNode("node-1"), Rule: "elasticsearch-eck-data", Reason: "elasticsearch: data shop/logs-es-data-1 of cluster logs already on this node", Peer: "u1"}},
 				Penalties: []model.Penalty{
 					{TopologyKey: zoneLabel, Value: "a", Weight: 2, Rule: "elasticsearch-eck-data-zones", Peer: "u1"},
 					{TopologyKey: hostnameLabel, Value: "node-1", Weight: 1, Rule: "elasticsearch-eck-node-spread", Peer: "u1"},

@@ -137,10 +137,10 @@ func TestDescribeViews(t *testing.T) {
 		{Token: "redis/shop/cache/shard/0/master", What: shard},
 	}
 	separate := []model.Avoid{
-		{Mark: "redis/shop/cache/cluster/cache/master", Rule: "redis-masters"},
+		{Mark: "redis/shop/cache/cluster/cache/master", Rule: "redis-masters", TopologyKey: hostnameLabel},
 		// The replicas whose shard is not known yet may be shard 0's.
-		{Mark: "redis/shop/cache/shard//replica", Rule: "redis-master-replica"},
-		{Mark: "redis/shop/cache/shard/0/replica", Rule: "redis-master-replica"},
+		{Mark: "redis/shop/cache/shard//replica", Rule: "redis-master-replica", TopologyKey: hostnameLabel},
+		{Mark: "redis/shop/cache/shard/0/replica", Rule: "redis-master-replica", TopologyKey: hostnameLabel},
 	}
 	spread := []model.Avoid{
 		{Mark: "redis/shop/cache/cluster/cache/*", Rule: "redis-node-spread", TopologyKey: hostnameLabel, Weight: 1},

@@ -167,9 +167,12 @@ func described(tb testing.TB, p *Policy, in *Input) *Input {
 		}
 		return &c
 	}
-	out := &Input{Pod: describe(in.Pod, p.DescribePending), Nodes: in.Nodes}
+	out := &Input{Pod: describe(in.Pod, p.DescribePending), Nodes: in.Nodes, Domains: in.Domains}
 	for _, peer := range in.Peers {
 		out.Peers = append(out.Peers, describe(peer, p.DescribePeer))
 	}
 	return out
 }
+
+// onNode is the domain of a rule per node, on node.
+func onNode(node string) model.Domain { return model.Domain{Key: model.HostnameKey, Value: node} }

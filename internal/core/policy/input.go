@@ -13,22 +13,34 @@ type Input struct {
 	Peers []*model.Pod
 	// Nodes maps each peer's node to its labels.
 	Nodes map[string]map[string]string
+	// Domains, if set, counts the domains of a topology key in the
+	// cluster; unset, every rule per domain is taken to be satisfiable.
+	Domains func(key string) int
+}
+
+// Nodes is what a join reads of the cluster's nodes (implemented by
+// placement.Cache).
+type Nodes interface {
+	// NodeLabels returns a node's labels and whether the node is known.
+	NodeLabels(name string) (map[string]string, bool)
+	// Domains is how many domains of a topology key the known nodes make
+	// up (the distinct values of its label).
+	Domains(key string) int
 }
 
 // NewInput is the input for pod among peers, with the labels of the
-// peers' nodes as nodeLabels (the placement cache's NodeLabels) gives them;
-// a node it does not know is left out.
-func NewInput(pod *model.Pod, peers []*model.Pod, nodeLabels func(node string) (map[string]string, bool)) *Input {
-	nodes := make(map[string]map[string]string, len(peers))
+// peers' nodes as nodes gives them; a node it does not know is left out.
+func NewInput(pod *model.Pod, peers []*model.Pod, nodes Nodes) *Input {
+	labels := make(map[string]map[string]string, len(peers))
 	for _, p := range peers {
-		if _, done := nodes[p.Node]; done {
+		if _, done := labels[p.Node]; done {
 			continue
 		}
-		if labels, ok := nodeLabels(p.Node); ok {
-			nodes[p.Node] = labels
+		if l, ok := nodes.NodeLabels(p.Node); ok {
+			labels[p.Node] = l
 		}
 	}
-	return &Input{Pod: pod, Peers: peers, Nodes: nodes}
+	return &Input{Pod: pod, Peers: peers, Nodes: labels, Domains: nodes.Domains}
 }
 
 // podInput is {pod} for the rules that look at one pod.

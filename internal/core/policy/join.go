@@ -12,10 +12,6 @@ import (
 	"github.com/regosched/regosched/internal/core/model"
 )
 
-// HostnameKey is the topology key that names a node: its domain is the node
-// itself, labelled or not.
-const HostnameKey = "kubernetes.io/hostname"
-
 // podPlaceholder in a mark's description is replaced by the peer's
 // namespace/name.
 const podPlaceholder = "{pod}"
@@ -67,14 +63,21 @@ func (p *Policy) joinClaims(ctx context.Context, in *Input, soft bool) ([]model.
 			continue
 		}
 		for _, s := range mine.Separate() {
-			if what, ok := theirs.What(s.Mark); ok {
-				cs = append(cs, model.Conflict{
-					Node:   peer.Node,
-					Rule:   s.Rule,
-					Reason: strings.Replace(what, podPlaceholder, peer.Key(), 1),
-					Peer:   peer.UID,
-				})
+			what, ok := theirs.What(s.Mark)
+			if !ok {
+				continue
 			}
+			d, ok := in.domainOf(peer.Node, s.TopologyKey)
+			if !ok || !in.apart(s.TopologyKey) {
+				continue // reported by the audit, never refused for
+			}
+			cs = append(cs, model.Conflict{
+				Node:   peer.Node,
+				Domain: d,
+				Rule:   s.Rule,
+				Reason: reason(what, peer.Key(), d),
+				Peer:   peer.UID,
+			})
 		}
 		if !soft {
 			continue
@@ -83,16 +86,44 @@ func (p *Policy) joinClaims(ctx context.Context, in *Input, soft bool) ([]model.
 			if _, ok := theirs.What(s.Mark); !ok {
 				continue
 			}
-			value := peer.Node
-			if s.TopologyKey != HostnameKey {
-				if value = in.Nodes[peer.Node][s.TopologyKey]; value == "" {
-					continue // a node without the label is in no domain
-				}
+			d, ok := in.domainOf(peer.Node, s.TopologyKey)
+			if !ok {
+				continue // a node without the label is in no domain
 			}
-			ps = append(ps, model.Penalty{TopologyKey: s.TopologyKey, Value: value, Weight: s.Weight, Rule: s.Rule, Peer: peer.UID})
+			ps = append(ps, model.Penalty{TopologyKey: s.TopologyKey, Value: d.Value, Weight: s.Weight, Rule: s.Rule, Peer: peer.UID})
 		}
 	}
 	return canonicalConflicts(cs), canonicalPenalties(ps), nil
+}
+
+// domainOf is the domain of key that node is in; none where the node lacks
+// the key's label (or is unknown).
+func (in *Input) domainOf(node, key string) (model.Domain, bool) {
+	if key == model.HostnameKey {
+		return model.Domain{Key: key, Value: node}, true
+	}
+	v, ok := in.Nodes[node][key]
+	return model.Domain{Key: key, Value: v}, ok
+}
+
+// apart reports whether pods can be kept apart per domain of key at all:
+// with one domain (a cluster in one zone) a rule per zone would refuse
+// every node, and a pod would wait forever for a zone that does not
+// exist; the audit reports such pods instead (ZonesUnavailable).
+func (in *Input) apart(key string) bool {
+	return key == model.HostnameKey || in.Domains == nil || in.Domains(key) >= 2
+}
+
+// reason is a mark's description for peer, in domain d: for a rule per
+// domain, "on this node" becomes "in zone a" (the key's last word, then
+// the value).
+func reason(what, peer string, d model.Domain) string {
+	what = strings.Replace(what, podPlaceholder, peer, 1)
+	if d.OnNode() {
+		return what
+	}
+	word := d.Key[strings.LastIndexByte(d.Key, '/')+1:]
+	return strings.Replace(what, "on this node", "in "+word+" "+d.Value, 1)
 }
 
 // claimsOf returns the claims of pod under p with parts: those Describe kept
@@ -134,11 +165,12 @@ func canonicalPenalties(ps []model.Penalty) []model.Penalty {
 // undefined for it):
 //
 //	marks: {token: description}
-//	separate: [{mark, rule}]
+//	separate: [{mark, rule, topology_key}]
 //	spread: [{mark, rule, topology_key, weight}]
 //
 // where separate and spread are arrays or sets and every field but weight
-// (default 1) is required.
+// (default 1) and separate's topology_key (default kubernetes.io/hostname)
+// is required.
 func readClaims(origin *model.Origin, parts model.Parts, marks, separate, spread *ast.Term) (*model.Claims, error) {
 	var ms []model.Mark
 	if marks != nil {
@@ -181,12 +213,15 @@ func readAvoids(t *ast.Term, field string, soft bool) ([]model.Avoid, error) {
 		if a.Mark == "" || a.Rule == "" {
 			return fmt.Errorf("%s %s: %v needs a string mark and rule", ClaimsRule, field, t)
 		}
+		if a.TopologyKey = str(o, "topology_key"); a.TopologyKey == "" {
+			if soft {
+				return fmt.Errorf("%s %s: %v has no topology_key", ClaimsRule, field, t)
+			}
+			a.TopologyKey = model.HostnameKey // a hard rule is per node unless it says
+		}
 		if !soft {
 			out = append(out, a)
 			return nil
-		}
-		if a.TopologyKey = str(o, "topology_key"); a.TopologyKey == "" {
-			return fmt.Errorf("%s %s: %v has no topology_key", ClaimsRule, field, t)
 		}
 		a.Weight = 1
 		if w := o.Get(ast.StringTerm("weight")); w != nil {

@@ -59,8 +59,8 @@ func TestJudgeUsesKeptClaims(t *testing.T) {
 		return c
 	}
 	conflict := judged{
-		Conflicts: []model.Conflict{{Node: "node-0", Rule: "same-app", Reason: "shop/web-0 of the same app", Peer: "u0"}},
-		Penalties: []model.Penalty{{TopologyKey: HostnameKey, Value: "node-0", Weight: 1, Rule: "spread", Peer: "u0"}},
+		Conflicts: []model.Conflict{{Node: "node-0", Domain: onNode("node-0"), Rule: "same-app", Reason: "shop/web-0 of the same app", Peer: "u0"}},
+		Penalties: []model.Penalty{{TopologyKey: model.HostnameKey, Value: "node-0", Weight: 1, Rule: "spread", Peer: "u0"}},
 	}
 	tests := []struct {
 		name         string
@@ -115,7 +115,7 @@ claims := {
 			fixture.MakePod().Namespace("shop").Name("db-0").UID("u1").Label("app", "db").Node("node-1").Model(),
 		},
 	}
-	judgeBoth(t, p, in, judged{Conflicts: []model.Conflict{{Node: "node-0", Rule: "one-web-per-node", Reason: "shop/web-0 serves web", Peer: "u0"}}})
+	judgeBoth(t, p, in, judged{Conflicts: []model.Conflict{{Node: "node-0", Domain: onNode("node-0"), Rule: "one-web-per-node", Reason: "shop/web-0 serves web", Peer: "u0"}}})
 
 	// A pod in a group whose claims are undefined has empty claims, not
 	// none, so that the cache does not describe it again.
@@ -127,7 +127,7 @@ claims := {
 
 func TestNewInput(t *testing.T) {
 	labels := map[string]map[string]string{"n1": {"zone": "a"}, "n2": {"zone": "b"}}
-	lookup := func(node string) (map[string]string, bool) { l, ok := labels[node]; return l, ok }
+	lookup := fixture.Nodes(labels)
 	pod := &model.Pod{Name: "p"}
 	tests := []struct {
 		name  string
@@ -155,13 +155,13 @@ func TestNewInput(t *testing.T) {
 
 func TestSumByDomain(t *testing.T) {
 	got := SumByDomain([]model.Penalty{
-		{TopologyKey: HostnameKey, Value: "n1", Weight: 1},
-		{TopologyKey: HostnameKey, Value: "n1", Weight: 1},
-		{TopologyKey: HostnameKey, Value: "n2", Weight: 1},
+		{TopologyKey: model.HostnameKey, Value: "n1", Weight: 1},
+		{TopologyKey: model.HostnameKey, Value: "n1", Weight: 1},
+		{TopologyKey: model.HostnameKey, Value: "n2", Weight: 1},
 		{TopologyKey: "topology.kubernetes.io/zone", Value: "zone-a", Weight: 2},
 	})
 	want := map[string]map[string]float64{
-		HostnameKey:                   {"n1": 2, "n2": 1},
+		model.HostnameKey:                   {"n1": 2, "n2": 1},
 		"topology.kubernetes.io/zone": {"zone-a": 2},
 	}
 	if diff := gocmp.Diff(want, got); diff != "" {

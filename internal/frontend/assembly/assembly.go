@@ -100,7 +100,7 @@ func Open(ctx context.Context, cfg Config) (_ *Parts, err error) {
 	}
 	if cfg.ShadowPolicy != "" {
 		p.Shadow, err = shadow.Open(ctx, cfg.Policy, cfg.ShadowPolicy, shadow.Config{
-			NodeLabels: p.Cache.NodeLabels, Registerer: cfg.Registerer, Log: cfg.Log.WithField("component", "shadow"),
+			Nodes: p.Cache, Registerer: cfg.Registerer, Log: cfg.Log.WithField("component", "shadow"),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", cfg.Names.ShadowPolicy, cfg.ShadowPolicy, err)

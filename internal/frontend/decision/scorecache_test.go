@@ -23,7 +23,7 @@ func TestScoreCache(t *testing.T) {
 	c := newScoreCache(2 * time.Second)
 	c.now = func() time.Time { return now }
 	pol, other := &policy.Policy{}, &policy.Policy{}
-	pens := []model.Penalty{{TopologyKey: policy.HostnameKey, Value: "node-1", Weight: 1}}
+	pens := []model.Penalty{{TopologyKey: model.HostnameKey, Value: "node-1", Weight: 1}}
 
 	c.put("a", pol, pens)
 	if got, ok := c.take("a", pol); !ok || !cmp.Equal(pens, got) {

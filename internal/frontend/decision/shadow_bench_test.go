@@ -11,6 +11,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/ops/shadow"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // BenchmarkFilterShadow measures Filter with and without a shadow judging
@@ -35,7 +36,7 @@ func BenchmarkFilterShadow(b *testing.B) {
 					log.SetOutput(io.Discard)
 					var err error
 					sh, err = shadow.New(shadow.Config{
-						Policies: staticPolicies{defaultPolicy(b)}, NodeLabels: func(string) (map[string]string, bool) { return nil, true },
+						Policies: staticPolicies{defaultPolicy(b)}, Nodes: fixture.Nodes{},
 						Registerer: reg, Log: log,
 					})
 					if err != nil {

@@ -59,7 +59,7 @@ func TestShadowNeverChangesTheAnswer(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			log, hook := logtest.NewNullLogger()
 			sh, err := shadow.New(shadow.Config{
-				Policies: staticPolicies{policytest.Variant(t, policytest.KeepClusterApart)}, NodeLabels: func(string) (map[string]string, bool) { return nil, true },
+				Policies: staticPolicies{policytest.Variant(t, policytest.KeepClusterApart)}, Nodes: fixture.Nodes{},
 				Registerer: reg, Log: log,
 			})
 			if err != nil {

@@ -75,8 +75,7 @@ type Placements interface {
 	Indexed() []placement.Indexed
 	// Peers returns the bound pods that share a key with the pod self.
 	Peers(keys []string, self types.UID) []*model.Pod
-	// NodeLabels returns a node's labels and whether the node is known.
-	NodeLabels(name string) (map[string]string, bool)
+	policy.Nodes
 }
 
 // Config configures an Auditor.

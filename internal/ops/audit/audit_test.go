@@ -306,4 +306,5 @@ type emptyCache struct{}
 
 func (emptyCache) Indexed() []placement.Indexed                { return nil }
 func (emptyCache) Peers([]string, types.UID) []*model.Pod      { return nil }
+func (emptyCache) Domains(string) int                          { return 0 }
 func (emptyCache) NodeLabels(string) (map[string]string, bool) { return nil, false }

@@ -16,6 +16,7 @@ import (
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/core/bundles"
 	"github.com/regosched/regosched/internal/core/policy/policytest"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // TestOpen: the shadow bundle loads with the active policy's checks but
@@ -50,7 +51,7 @@ func TestOpen(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			log, _ := logtest.NewNullLogger()
-			b, err := Open(context.Background(), tt.active, tt.path, Config{NodeLabels: noLabels, Registerer: prometheus.NewRegistry(), Log: log})
+			b, err := Open(context.Background(), tt.active, tt.path, Config{Nodes: fixture.Nodes{}, Registerer: prometheus.NewRegistry(), Log: log})
 			got := map[string]any{"err": err != nil && strings.Contains(err.Error(), tt.wantErr), "notExist": errors.Is(err, os.ErrNotExist), "revision": ""}
 			want := map[string]any{"err": tt.wantErr != "", "notExist": tt.notExist, "revision": tt.wantRevision}
 			if err == nil {
@@ -68,7 +69,7 @@ func TestBundleRunStopsWithItsContext(t *testing.T) {
 	log, _ := logtest.NewNullLogger()
 	dir := policytest.WriteDir(t, policytest.VariantFS(t, policytest.KeepClusterApart), t.TempDir())
 	active := bundles.Config{Default: regosched.DefaultPolicy(), Poll: 10 * time.Millisecond}
-	b, err := Open(context.Background(), active, dir, Config{NodeLabels: noLabels, Log: log})
+	b, err := Open(context.Background(), active, dir, Config{Nodes: fixture.Nodes{}, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,8 +65,9 @@ type Policies interface {
 // Config is what a Shadow is made of.
 type Config struct {
 	Policies Policies
-	// NodeLabels gives a node's labels, as the active judgement reads them.
-	NodeLabels func(node string) (map[string]string, bool)
+	// Nodes gives a node's labels and a key's domains, as the active
+	// judgement reads them.
+	Nodes policy.Nodes
 	// Workers judge the queue; default DefaultWorkers.
 	Workers int
 	// Queue bounds the requests waiting; default DefaultQueue.
@@ -105,8 +106,8 @@ func New(cfg Config) (*Shadow, error) {
 	if cfg.Log == nil {
 		return nil, errors.New("shadow: no logger")
 	}
-	if cfg.NodeLabels == nil {
-		return nil, errors.New("shadow: no node labels")
+	if cfg.Nodes == nil {
+		return nil, errors.New("shadow: no nodes")
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
@@ -259,7 +260,7 @@ func (s *Shadow) compareScores(r *Request, denied map[string]string, penalties [
 func (s *Shadow) scores(nodes []string, penalties []model.Penalty) map[string]int64 {
 	out := make(map[string]int64, len(nodes))
 	sc, ok := judge.ScoreNodes(penalties, nodes, func(_ int, name string) map[string]string {
-		labels, _ := s.cfg.NodeLabels(name)
+		labels, _ := s.cfg.Nodes.NodeLabels(name)
 		return labels
 	}, nil)
 	for i, n := range nodes {
@@ -299,11 +300,11 @@ func (s *Shadow) verdict(ctx context.Context, r *Request) (map[string]string, []
 	if err != nil {
 		return nil, nil, fmt.Errorf("shadow: %w", err)
 	}
-	v, err := judge.Evaluate(ctx, sub, s.cfg.NodeLabels)
+	v, err := judge.Evaluate(ctx, sub, s.cfg.Nodes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("shadow: %w", err)
 	}
-	return v.Denied(), v.Penalties, nil
+	return v.Denied(r.Nodes), v.Penalties, nil
 }
 
 // FilterRequestOf copies what the active policy's filter judgement f
@@ -312,7 +313,7 @@ func (s *Shadow) verdict(ctx context.Context, r *Request) (map[string]string, []
 // (the plugin notes them later, as Filter sees them). Both front ends
 // offer what it builds.
 func FilterRequestOf(f *judge.Filtered, nodes []string) *Request {
-	r := NewFilterRequest(f.Subject.Pod, f.Subject.Peers, nodes, f.Verdict.Denied())
+	r := NewFilterRequest(f.Subject.Pod, f.Subject.Peers, nodes, f.Verdict.Denied(nodes))
 	r.Penalties = f.Penalties() // the judge's, never changed after
 	return r
 }

@@ -32,12 +32,10 @@ func stricterPolicy(t testing.TB) *policy.Policy {
 	return policytest.Variant(t, policytest.KeepClusterApart)
 }
 
-func noLabels(string) (map[string]string, bool) { return nil, true }
-
 func newShadow(t testing.TB, pol *policy.Policy, cfg Config) (*Shadow, *logtest.Hook) {
 	t.Helper()
 	log, hook := logtest.NewNullLogger()
-	cfg.Policies, cfg.Log, cfg.NodeLabels = static{pol}, log, noLabels
+	cfg.Policies, cfg.Log, cfg.Nodes = static{pol}, log, fixture.Nodes{}
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
@@ -185,7 +183,7 @@ func TestJudgeComparesScoreOrder(t *testing.T) {
 		},
 		{
 			name:      "same penalties, same order",
-			active:    []model.Penalty{{TopologyKey: policy.HostnameKey, Value: "node-3", Weight: 1}},
+			active:    []model.Penalty{{TopologyKey: model.HostnameKey, Value: "node-3", Weight: 1}},
 			wantCount: 0,
 		},
 	}
