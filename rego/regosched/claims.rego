@@ -18,6 +18,7 @@ import data.regosched.workloads.role_word
 import data.regosched.workloads.scopes
 import data.regosched.workloads.shard_part
 import data.regosched.workloads.topology_key
+import data.regosched.workloads.zones
 
 # Mark -> what the pod is, in the words of a denial; regosched puts the
 # pod's namespace/name in place of {pod}.
@@ -43,6 +44,20 @@ separate contains {"mark": mark, "rule": r.name} if {
 	some mark in separate_marks(prefix, r, m)
 }
 
+# Hard per zone, where the entry's zones are "hard": its zone_separate
+# rules, keyed by the zone label. The shard as it is, never widened as
+# separate_marks widens it: kept from the zones of every shard's peers, a
+# pod whose shard is not read yet could fit in no zone at all. Pods of one
+# unknown shard ("", as in a workload of one shard) are kept apart among
+# themselves; the audit judges the others once their shard is known.
+separate contains {"mark": mark, "rule": r.name, "topology_key": config.zone_label} if {
+	some name, [prefix, m] in mine
+	zones(config.workloads[name]) == "hard"
+	some r in object.get(config.workloads[name], "zone_separate", [])
+	r.role in m.roles
+	mark := concat("/", [prefix, r.scope, m[r.scope], r.peer_role])
+}
+
 # The marks a hard rule keeps the pod from. Within a shard, a pod whose
 # shard is unknown ("": not read yet from Redis, or a workload of one shard)
 # is kept from the peer role's pods of every shard of its cluster, and a pod
@@ -66,18 +81,26 @@ mark_scopes(entry) := scopes(entry) | {"cluster"} if {
 	"shard" in scopes(entry)
 } else := scopes(entry)
 
-# Soft: a penalty on the node ("node_spread") or zone ("zone_apart") of each
-# peer with the mark. Weights come from the rule, else config.weights, else 1.
+# Soft: a penalty on the node ("node_spread") or zone ("zone_apart", and
+# zone_separate where the entry's zones are "soft") of each peer with the
+# mark. Weights come from the rule, else config.weights, else 1.
 # METADATA
 # entrypoint: true
 spread contains {
 	"mark": concat("/", [prefix, r.scope, m[r.scope], r.peer_role]),
 	"rule": r.name,
-	"topology_key": topology_key[kind],
-	"weight": object.get(r, "weight", object.get(object.get(config, "weights", {}), kind, 1)),
+	"topology_key": topology_key[weight_kind],
+	"weight": object.get(r, "weight", object.get(object.get(config, "weights", {}), weight_kind, 1)),
 } if {
 	some name, [prefix, m] in mine
-	some kind, _ in topology_key
+	some kind, weight_kind in soft_kinds(config.workloads[name])
 	some r in object.get(config.workloads[name], kind, [])
 	r.role in m.roles
 }
+
+# Rule list -> the soft rule kind whose key and weight it takes.
+soft_kinds(entry) := {"node_spread": "node_spread"} if {
+	zones(entry) == "off"
+} else := {"node_spread": "node_spread", "zone_apart": "zone_apart", "zone_separate": "zone_apart"} if {
+	zones(entry) == "soft"
+} else := {"node_spread": "node_spread", "zone_apart": "zone_apart"}

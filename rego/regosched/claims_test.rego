@@ -20,6 +20,8 @@ test_redis_master_claims if {
 		{"mark": "redis/shop/cache/shard/0/replica", "rule": "redis-master-replica"},
 		# the replicas whose shard is not known yet
 		{"mark": "redis/shop/cache/shard//replica", "rule": "redis-master-replica"},
+		# and the replicas of its shard, out of its zone
+		{"mark": "redis/shop/cache/shard/0/replica", "rule": "redis-master-replica-zones", "topology_key": "topology.kubernetes.io/zone"},
 	}
 	c.spread == {
 		{"mark": "redis/shop/cache/cluster/cache/*", "rule": "redis-node-spread", "topology_key": "kubernetes.io/hostname", "weight": 1},
@@ -33,13 +35,35 @@ test_redis_replica_separate if {
 	c.separate == {
 		{"mark": "redis/shop/cache/shard/0/master", "rule": "redis-master-replica"},
 		{"mark": "redis/shop/cache/shard//master", "rule": "redis-master-replica"},
+		{"mark": "redis/shop/cache/shard/0/master", "rule": "redis-master-replica-zones", "topology_key": "topology.kubernetes.io/zone"},
 	}
 }
 
-# A replica whose shard is unknown avoids every master of its cluster.
+# A replica whose shard is unknown avoids every master of its cluster's
+# nodes, and only the zones of the masters whose shard is unknown too: kept
+# out of every master's zone, it could fit in none.
 test_redis_replica_of_unknown_shard_separate if {
 	c := claims with input as {"pod": f.pending("cache-replica-0", f.redis("cache", "replica"))}
-	c.separate == {{"mark": "redis/shop/cache/cluster/cache/master", "rule": "redis-master-replica"}}
+	c.separate == {
+		{"mark": "redis/shop/cache/cluster/cache/master", "rule": "redis-master-replica"},
+		{"mark": "redis/shop/cache/shard//master", "rule": "redis-master-replica-zones", "topology_key": "topology.kubernetes.io/zone"},
+	}
+}
+
+# zones: hard keeps a master and its shard's replicas apart per zone, soft
+# makes that a penalty of zone_apart's weight, off drops every zone rule.
+test_zones_modes if {
+	master := f.pending("cache-0-master", f.redis_shard("cache", "master", "0"))
+	zone_rules(master, "hard") == {["separate", "redis-master-replica-zones"], ["spread", "redis-shard-zones"]}
+	zone_rules(master, "soft") == {["spread", "redis-master-replica-zones"], ["spread", "redis-shard-zones"]}
+	zone_rules(master, "off") == set()
+}
+
+zone_rules(pod, mode) := {[part, e.rule] |
+	c := claims with data.regosched.config.workloads.redis.zones as mode with input as {"pod": pod}
+	some part in ["separate", "spread"]
+	some e in c[part]
+	e.topology_key == "topology.kubernetes.io/zone"
 }
 
 test_unrelated_pod_claims_nothing if {

@@ -46,7 +46,18 @@ claims_of(pod) := c if {
 separates(pending, peer) := {{"rule": s.rule, "reason": what} |
 	marks := claims_of(peer).marks
 	some s in claims_of(pending).separate
+	not s.topology_key
 	what := marks[s.mark]
+}
+
+# The hard rules per zone pending holds against peer, likewise: the
+# separate entries with a topology_key (regosched keeps pending out of the
+# peer's zone and says "in zone <value>" for "on this node").
+zone_separates(pending, peer) := {{"rule": s.rule, "topology_key": s.topology_key} |
+	marks := claims_of(peer).marks
+	some s in claims_of(pending).separate
+	s.topology_key
+	marks[s.mark]
 }
 
 # The soft rules likewise: each spread entry of pending whose mark peer's

@@ -47,7 +47,7 @@ errors contains sprintf("data.regosched.config.workloads.%s.unknown_role: %q is 
 	object.get(entry, "roles", {})[entry.unknown_role]
 }
 
-rule_kinds := ["separate", "node_spread", "zone_apart"]
+rule_kinds := ["separate", "zone_separate", "node_spread", "zone_apart"]
 
 is_role(_, "*")
 
@@ -82,6 +82,11 @@ soft_rules := {"type": "array", "items": {
 	"properties": object.union(rule_properties, {"weight": {"type": "number", "minimum": 0}}),
 }}
 
+# How a workload's zone rules apply: zone_separate as hard rules per zone,
+# as soft ones (penalties, weight zone_apart), or not at all (zone_apart
+# off too).
+zones_mode := {"enum": ["hard", "soft", "off"]}
+
 workload := {
 	"type": "object",
 	"additionalProperties": false,
@@ -108,6 +113,8 @@ workload := {
 		},
 		"protected_roles": {"type": "array", "items": {"type": "string"}},
 		"separate": hard_rules,
+		"zone_separate": soft_rules,
+		"zones": zones_mode,
 		"node_spread": soft_rules,
 		"zone_apart": soft_rules,
 	},
@@ -120,6 +127,7 @@ schema := {
 	"properties": {
 		"hostname_key": {"type": "string", "minLength": 1},
 		"zone_label": {"type": "string", "minLength": 1},
+		"zones": zones_mode,
 		"weights": {
 			"type": "object",
 			"additionalProperties": false,

@@ -9,7 +9,12 @@ package regosched.workloads
 import data.regosched.config
 
 # Rule lists an entry may carry; each rule is {name, role, peer_role, scope}.
-rule_kinds := ["separate", "node_spread", "zone_apart"]
+rule_kinds := ["separate", "zone_separate", "node_spread", "zone_apart"]
+
+# How an entry's zone rules apply: "hard" (zone_separate kept apart per
+# zone), "soft" (zone_separate as penalties) or "off" (no zone rule, not
+# even zone_apart); the config's zones, else hard.
+zones(entry) := object.get(entry, "zones", object.get(config, "zones", "hard"))
 
 # Entry name -> facts about pod as a member of that entry, for every entry
 # the pod belongs to (selected, with a non-empty cluster label). No shard:

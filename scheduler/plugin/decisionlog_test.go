@@ -111,8 +111,9 @@ func (r *recordSink) got() []loggedEvent {
 // when the reservation is taken back.
 func TestDecisionLogEvents(t *testing.T) {
 	const (
-		masters = "redis-masters"
-		pair    = "redis-master-replica"
+		masters   = "redis-masters"
+		pair      = "redis-master-replica"
+		pairZones = "redis-master-replica-zones"
 	)
 	denied := func(node, rule, peer string) decisionlog.Denial {
 		return decisionlog.Denial{Node: node, Rule: rule, Peer: ns + "/" + peer}
@@ -168,8 +169,11 @@ func TestDecisionLogEvents(t *testing.T) {
 			filterOn: []string{"n1", "n2", "n3"}, steps: []string{"PreScore", "Score", "Reserve", "PostBind"},
 			scoreOn: []string{"n2", "n3"}, node: "n3",
 			want: []loggedEvent{
+				// n1 is alone in zone-a: the master's rule per zone denies it, and no other node.
 				{Path: "regosched/filter", Pod: "shop/cache-0-replica", Revision: true, Nodes: []string{"n1", "n2", "n3"}, NodeCount: 3,
-					Outcome: decisionlog.OutcomeFeasible, Denied: []decisionlog.Denial{denied("n1", pair, "cache-0-master")}},
+					Outcome: decisionlog.OutcomeFeasible, Denied: []decisionlog.Denial{
+						denied("n1", pair, "cache-0-master"), denied("n1", pairZones, "cache-0-master"),
+					}},
 				{Path: "regosched/prioritize", Pod: "shop/cache-0-replica", Revision: true, Nodes: []string{"n2", "n3"}, NodeCount: 2,
 					Outcome: decisionlog.OutcomeScored, Scores: map[string]int64{"n2": 0}},
 				{Path: "regosched/bind", Pod: "shop/cache-0-replica", Revision: true, Node: "n3", Outcome: decisionlog.OutcomeBound},

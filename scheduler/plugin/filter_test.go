@@ -55,6 +55,52 @@ func TestFilter(t *testing.T) {
 	}
 }
 
+// TestFilterPerZone: with n4 in zone-a beside n1, cache-0's master on n1
+// keeps a replica of its shard out of both; preemption can free n1 alone,
+// where the master stands.
+func TestFilterPerZone(t *testing.T) {
+	n4 := fixture.MakeNode().Name("n4").Hostname().Zone("zone-a").Obj()
+	tests := []struct {
+		name string
+		opts options
+		pod  *corev1.Pod
+		want map[string]string
+	}{
+		{
+			name: "a replica avoids its master's zone; the protected master makes both unresolvable",
+			pod:  fixture.MakePod().Namespace(ns).Name("cache-0-replica").Redis("cache", "replica", "0").Priority(2000).Obj(),
+			want: map[string]string{"n1": unresolvable, "n2": ok, "n3": ok, "n4": unresolvable},
+		},
+		{
+			// Evicting the master frees n1; on n4 it is no victim.
+			name: "an unprotected lower-priority master: n1 resolvable, n4 not",
+			opts: options{unprotected: true},
+			pod:  fixture.MakePod().Namespace(ns).Name("cache-0-replica").Redis("cache", "replica", "0").Priority(2000).Obj(),
+			want: map[string]string{"n1": unsched, "n2": ok, "n3": ok, "n4": unresolvable},
+		},
+		{
+			// Per node its shard may be any master's; per zone the shard is
+			// exact, and an unknown one is neither 0 nor 1.
+			name: "a replica of unknown shard avoids every master's node, and no zone",
+			pod:  fixture.MakePod().Namespace(ns).Name("cache-x-replica").Redis("cache", "replica", "").Priority(2000).Obj(),
+			want: map[string]string{"n1": unresolvable, "n2": unresolvable, "n3": ok, "n4": ok},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.opts.moreNodes = append(tt.opts.moreNodes, n4)
+			f := newHarnessWith(t, tt.opts)
+			cs, st := f.preFilter(t, tt.pod)
+			if !st.IsSuccess() {
+				t.Fatalf("PreFilter = %v", st)
+			}
+			if diff := cmp.Diff(tt.want, f.filter(t, cs, tt.pod)); diff != "" {
+				t.Errorf("Filter (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // The cache and the scheduler's snapshot disagree about a conflicting peer:
 // the API server settles it.
 func TestFilterWhenTheViewsDisagree(t *testing.T) {

@@ -55,6 +55,8 @@ type options struct {
 	shadowPolicy string
 	// decisionLog is Config.DecisionLog.
 	decisionLog decisionlog.Config
+	// moreNodes join n1..n3, for tests of several nodes in one zone.
+	moreNodes []*corev1.Node
 }
 
 func newHarness(t *testing.T) *harness { return newHarnessWith(t, options{}) }
@@ -68,6 +70,7 @@ func newHarnessWith(t *testing.T, o options) *harness {
 		fixture.MakeNode().Name("n2").Hostname().Zone("zone-b").Obj(),
 		fixture.MakeNode().Name("n3").Hostname().Zone("zone-c").Obj(),
 	}
+	nodes = append(nodes, o.moreNodes...)
 	pods := []*corev1.Pod{
 		fixture.MakePod().Namespace(ns).Name("cache-0-master").Redis("cache", "master", "0").Priority(100).Node("n1").Obj(),
 		fixture.MakePod().Namespace(ns).Name("cache-1-master").Redis("cache", "master", "1").Priority(1000).Node("n2").Obj(),

@@ -72,7 +72,11 @@ func TestJudgeDefaultPolicy(t *testing.T) {
 				},
 			},
 			want: judged{
-				Conflicts: []model.Conflict{{Node: "node-1", Domain: onNode("node-1"), Rule: "redis-master-replica", Reason: cacheMaster, Peer: "u1"}},
+				Conflicts: []model.Conflict{
+					// The master of the replica's shard keeps it out of zone a too ("in zone" sorts before "on this node").
+					{Node: "node-1", Domain: model.Domain{Key: zoneLabel, Value: "a"}, Rule: "redis-master-replica-zones", Reason: "redis: master shop/cache-0-master of cluster cache (shard 0) already in zone a", Peer: "u1"},
+					{Node: "node-1", Domain: onNode("node-1"), Rule: "redis-master-replica", Reason: cacheMaster, Peer: "u1"},
+				},
 				Penalties: []model.Penalty{
 					spread("node-1", "u1"),
 					{TopologyKey: zoneLabel, Value: "a", Weight: 2, Rule: "redis-shard-zones", Peer: "u1"},

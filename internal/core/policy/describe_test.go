@@ -141,6 +141,8 @@ func TestDescribeViews(t *testing.T) {
 		// The replicas whose shard is not known yet may be shard 0's.
 		{Mark: "redis/shop/cache/shard//replica", Rule: "redis-master-replica", TopologyKey: hostnameLabel},
 		{Mark: "redis/shop/cache/shard/0/replica", Rule: "redis-master-replica", TopologyKey: hostnameLabel},
+		// Per zone, the shard as it is: a replica of unknown shard is never kept from a zone.
+		{Mark: "redis/shop/cache/shard/0/replica", Rule: "redis-master-replica-zones", TopologyKey: zoneLabel},
 	}
 	spread := []model.Avoid{
 		{Mark: "redis/shop/cache/cluster/cache/*", Rule: "redis-node-spread", TopologyKey: hostnameLabel, Weight: 1},

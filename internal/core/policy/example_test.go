@@ -82,8 +82,8 @@ func ExamplePolicy_PeerKeys() {
 	// []
 }
 
-// The pending pod is described for what it avoids: on the node (separate)
-// and, less strictly, in a topology domain (spread).
+// The pending pod is described for what it avoids: on the node or in the
+// zone (separate) and, less strictly, in a topology domain (spread).
 func ExamplePolicy_DescribePending() {
 	ctx := context.Background()
 	pol, err := bundles.Options{}.LoadFS(ctx, regosched.DefaultPolicy(), "default")
@@ -110,6 +110,7 @@ func ExamplePolicy_DescribePending() {
 	// separate redis-masters: redis/shop/cache/cluster/cache/master
 	// separate redis-master-replica: redis/shop/cache/shard//replica
 	// separate redis-master-replica: redis/shop/cache/shard/0/replica
+	// separate redis-master-replica-zones: redis/shop/cache/shard/0/replica
 	// spread redis-node-spread: redis/shop/cache/cluster/cache/* by kubernetes.io/hostname, weight 1
 	// spread redis-shard-zones: redis/shop/cache/shard/0/* by topology.kubernetes.io/zone, weight 2
 }

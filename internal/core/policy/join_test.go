@@ -161,7 +161,7 @@ func TestSumByDomain(t *testing.T) {
 		{TopologyKey: "topology.kubernetes.io/zone", Value: "zone-a", Weight: 2},
 	})
 	want := map[string]map[string]float64{
-		model.HostnameKey:                   {"n1": 2, "n2": 1},
+		model.HostnameKey:             {"n1": 2, "n2": 1},
 		"topology.kubernetes.io/zone": {"zone-a": 2},
 	}
 	if diff := gocmp.Diff(want, got); diff != "" {

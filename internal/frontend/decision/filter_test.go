@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	logtest "github.com/sirupsen/logrus/hooks/test"
@@ -63,8 +64,10 @@ func TestFilter(t *testing.T) {
 			},
 			want: &extenderv1.ExtenderFilterResult{
 				NodeNames: names("node-1", "node-3", "node-4"),
+				// The replica is alone in zone-b and stands on node-2: evicting it there resolves the rule per zone too.
 				FailedNodes: extenderv1.FailedNodesMap{
-					"node-2": "redis: replica shop/cache-0-replica of cluster cache (shard 0) already on this node",
+					"node-2": "redis: replica shop/cache-0-replica of cluster cache (shard 0) already in zone zone-b; " +
+						"redis: replica shop/cache-0-replica of cluster cache (shard 0) already on this node",
 				},
 				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{},
 			},
@@ -95,10 +98,13 @@ func TestFilter(t *testing.T) {
 				fixture.MakePod().Namespace("shop").Name("cache-1-replica").Redis("cache", "replica", "1").Node("node-3").Model(),
 			},
 			want: &extenderv1.ExtenderFilterResult{
-				NodeNames:   names("node-2", "node-3", "node-4"),
+				NodeNames:   names("node-2", "node-3"),
 				FailedNodes: extenderv1.FailedNodesMap{},
 				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
-					"node-1": "redis: master shop/cache-0-master of cluster cache (shard 0) already on this node",
+					"node-1": "redis: master shop/cache-0-master of cluster cache (shard 0) already in zone zone-a; " +
+						"redis: master shop/cache-0-master of cluster cache (shard 0) already on this node",
+					// node-4 shares zone-a with the master of the replica's shard, which stands elsewhere: no eviction on node-4 helps.
+					"node-4": "redis: master shop/cache-0-master of cluster cache (shard 0) already in zone zone-a",
 				},
 			},
 		},
@@ -110,10 +116,13 @@ func TestFilter(t *testing.T) {
 				fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Node("node-4").Model(),
 			},
 			want: &extenderv1.ExtenderFilterResult{
-				NodeNames:   names("node-1", "node-2", "node-3"),
+				NodeNames:   names("node-2", "node-3"),
 				FailedNodes: extenderv1.FailedNodesMap{},
 				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
+					// node-1 shares zone-a with the replica of the master's shard on node-4.
+					"node-1": "redis: replica shop/cache-0-replica of cluster cache (shard 0) already in zone zone-a",
 					"node-4": "redis: master shop/cache-1-master of cluster cache already on this node; " +
+						"redis: replica shop/cache-0-replica of cluster cache (shard 0) already in zone zone-a; " +
 						"redis: replica shop/cache-0-replica of cluster cache (shard 0) already on this node",
 				},
 			},
@@ -141,6 +150,93 @@ func TestFilter(t *testing.T) {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Filter() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestFilterPerZone: a master and a replica of one shard keep each other
+// out of their zones (node-1 and node-4 share zone-a); only the peer's own
+// node can be freed by preemption.
+func TestFilterPerZone(t *testing.T) {
+	candidates := []string{"node-1", "node-2", "node-3", "node-4"}
+	tests := []struct {
+		name  string
+		pod   *model.Pod
+		peers []*model.Pod
+		want  *extenderv1.ExtenderFilterResult
+	}{
+		{
+			// The replica is of lower priority and unprotected: evicting it
+			// frees node-1, while on node-4 it is no victim.
+			name: "a master avoids its replica's zone; only the replica's node is resolvable",
+			pod:  fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Priority(1000).Model(),
+			peers: []*model.Pod{
+				fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Node("node-1").Model(),
+			},
+			want: &extenderv1.ExtenderFilterResult{
+				NodeNames: names("node-2", "node-3"),
+				FailedNodes: extenderv1.FailedNodesMap{
+					"node-1": "redis: replica shop/cache-0-replica of cluster cache (shard 0) already in zone zone-a; " +
+						"redis: replica shop/cache-0-replica of cluster cache (shard 0) already on this node",
+				},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
+					"node-4": "redis: replica shop/cache-0-replica of cluster cache (shard 0) already in zone zone-a",
+				},
+			},
+		},
+		{
+			name: "the master of another shard keeps no zone",
+			pod:  fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Model(),
+			peers: []*model.Pod{
+				fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Node("node-1").Model(),
+			},
+			want: &extenderv1.ExtenderFilterResult{NodeNames: names(candidates...)},
+		},
+		{
+			// Per node a guess never loosens the rule, so node-1 is refused;
+			// per zone the shard is exact, so node-4 is not.
+			name: "a replica of unknown shard avoids a known shard's master on its node only",
+			pod:  fixture.MakePod().Namespace("shop").Name("cache-x-replica").Redis("cache", "replica", "").Model(),
+			peers: []*model.Pod{
+				fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Node("node-1").Model(),
+			},
+			want: &extenderv1.ExtenderFilterResult{
+				NodeNames:   names("node-2", "node-3", "node-4"),
+				FailedNodes: extenderv1.FailedNodesMap{},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
+					"node-1": "redis: master shop/cache-0-master of cluster cache already on this node",
+				},
+			},
+		},
+		{
+			name: "pods of one unknown shard keep each other out of their zones",
+			pod:  fixture.MakePod().Namespace("shop").Name("cache-x-replica").Redis("cache", "replica", "").Model(),
+			peers: []*model.Pod{
+				fixture.MakePod().Namespace("shop").Name("cache-x-master").Redis("cache", "master", "").Node("node-1").Model(),
+			},
+			want: &extenderv1.ExtenderFilterResult{
+				NodeNames:   names("node-2", "node-3"),
+				FailedNodes: extenderv1.FailedNodesMap{},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
+					"node-1": "redis: master shop/cache-x-master of cluster cache already in zone zone-a; " +
+						"redis: master shop/cache-x-master of cluster cache already on this node",
+					"node-4": "redis: master shop/cache-x-master of cluster cache already in zone zone-a",
+				},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, _ := newDecider(t, tt.peers, prometheus.NewRegistry())
+			got, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{
+				Pod: pendingPod(tt.pod), NodeNames: names(candidates...),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("Filter() mismatch (-want +got):\n%s", diff)
 			}
 		})

@@ -30,8 +30,9 @@ func TestFilterSoftInFilter(t *testing.T) {
 			want: &extenderv1.ExtenderFilterResult{NodeNames: names(candidates...)},
 		},
 		{
-			// node-1 holds the master of the replica's shard (hard); the
-			// totals of the others are 1, 0 and 2 (see TestPrioritize).
+			// node-1 holds the master of the replica's shard and node-4
+			// shares its zone-a (hard); of the others, node-2's total is 1
+			// and node-3's 0 (see TestPrioritize).
 			name: "the best of the candidates left",
 			pod:  fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Model(),
 			peers: []*model.Pod{
@@ -41,9 +42,10 @@ func TestFilterSoftInFilter(t *testing.T) {
 			want: &extenderv1.ExtenderFilterResult{
 				NodeNames: names("node-3"),
 				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
-					"node-1": "redis: master shop/cache-0-master of cluster cache (shard 0) already on this node",
+					"node-1": "redis: master shop/cache-0-master of cluster cache (shard 0) already in zone zone-a; " +
+						"redis: master shop/cache-0-master of cluster cache (shard 0) already on this node",
 					"node-2": "soft rules: penalty 1 here, 0 on the nodes kept",
-					"node-4": "soft rules: penalty 2 here, 0 on the nodes kept",
+					"node-4": "redis: master shop/cache-0-master of cluster cache (shard 0) already in zone zone-a",
 				},
 			},
 		},

@@ -26,7 +26,7 @@ func TestPreempt(t *testing.T) {
 		fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Node("node-1").Model(),                // low priority, conflicts with master 0
 		fixture.MakePod().Namespace("shop").Name("cache-1-master").Redis("cache", "master", "1").Node("node-2").Model(),                  // low priority, but protected
 		fixture.MakePod().Namespace("shop").Name("cache-2-replica").Redis("cache", "replica", "2").Node("node-3").Priority(2000).Model(), // conflicts with nothing of shard 0
-		fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").Node("node-4").Model(),
+		fixture.MakePod().Namespace("logs").Name("es-data-0").Elasticsearch("es", "data").Node("node-3").Model(),
 	}
 	pod := fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Priority(1000).Model()
 	tests := []struct {
@@ -49,15 +49,24 @@ func TestPreempt(t *testing.T) {
 			want: map[string]*extenderv1.MetaVictims{},
 		},
 		{
+			// node-3 (zone-c) is the one node without a conflict: node-4
+			// shares zone-a with the replica of shard 0.
 			name: "victims without conflicts pass unchanged, unprotected ones only",
 			args: &extenderv1.ExtenderPreemptionArgs{NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{
-				"node-3": meta("uid-unrelated"),
-				"node-4": {Pods: []*extenderv1.MetaPod{{UID: "uid-es-data-0"}}, NumPDBViolations: 1},
+				"node-3": {Pods: []*extenderv1.MetaPod{{UID: "uid-unrelated"}, {UID: "uid-es-data-0"}}, NumPDBViolations: 1},
 			}},
 			want: map[string]*extenderv1.MetaVictims{
-				"node-3": meta("uid-unrelated"),
-				"node-4": {Pods: []*extenderv1.MetaPod{{UID: "uid-es-data-0"}}, NumPDBViolations: 1},
+				"node-3": {Pods: []*extenderv1.MetaPod{{UID: "uid-unrelated"}, {UID: "uid-es-data-0"}}, NumPDBViolations: 1},
 			},
+		},
+		{
+			// The replica of shard 0 stands on node-1, in node-4's zone-a:
+			// no eviction on node-4 removes it.
+			name: "node in the zone of a conflicting peer on another node is dropped",
+			args: &extenderv1.ExtenderPreemptionArgs{NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{
+				"node-4": meta(),
+			}},
+			want: map[string]*extenderv1.MetaVictims{},
 		},
 		{
 			name: "full victims (not node-cache-capable) are read too",

@@ -47,10 +47,17 @@ func TestRun(t *testing.T) {
 				fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-shop-cache-0").Redis("cache", "master", "0").Node("node-1").Obj(),
 				fixture.MakePod().Namespace("shop").Name("cache-1").UID("uid-shop-cache-1").Redis("cache", "replica", "0").Node("node-1").Obj(),
 			},
-			want: []Violation{{
-				Rule: "redis-master-replica", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-1"},
-				Reason: "redis: replica shop/cache-1 of cluster cache (shard 0) already on this node",
-			}},
+			// Sharing node-1, they share its zone-0 too: the rule per zone is broken as well.
+			want: []Violation{
+				{
+					Rule: "redis-master-replica", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-1"},
+					Reason: "redis: replica shop/cache-1 of cluster cache (shard 0) already on this node",
+				},
+				{
+					Rule: "redis-master-replica-zones", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-1"},
+					Reason: "redis: replica shop/cache-1 of cluster cache (shard 0) already in zone zone-0",
+				},
+			},
 		},
 		{
 			name: "slave is a replica",
@@ -58,10 +65,17 @@ func TestRun(t *testing.T) {
 				fixture.MakePod().Namespace("shop").Name("cache-0").UID("uid-shop-cache-0").Redis("cache", "master", "0").Node("node-1").Obj(),
 				fixture.MakePod().Namespace("shop").Name("cache-1").UID("uid-shop-cache-1").Redis("cache", "slave", "0").Node("node-1").Obj(),
 			},
-			want: []Violation{{
-				Rule: "redis-master-replica", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-1"},
-				Reason: "redis: replica shop/cache-1 of cluster cache (shard 0) already on this node",
-			}},
+			// Sharing node-1, they share its zone-0 too: the rule per zone is broken as well.
+			want: []Violation{
+				{
+					Rule: "redis-master-replica", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-1"},
+					Reason: "redis: replica shop/cache-1 of cluster cache (shard 0) already on this node",
+				},
+				{
+					Rule: "redis-master-replica-zones", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-1"},
+					Reason: "redis: replica shop/cache-1 of cluster cache (shard 0) already in zone zone-0",
+				},
+			},
 		},
 		{
 			name: "master and replica of different shards share a node",
@@ -156,6 +170,15 @@ func TestRun(t *testing.T) {
 					Rule: "redis-master-replica", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-1"},
 					Reason: "redis: replica shop/cache-1 of cluster cache (shard 0) already on this node",
 				},
+				// Each Redis pair shares its node's zone too (node-3 is zone-2, node-1 zone-0).
+				{
+					Rule: "redis-master-replica-zones", Namespace: "blog", Node: "node-3", Pods: []string{"blog/cache-0", "blog/cache-1"},
+					Reason: "redis: replica blog/cache-1 of cluster cache (shard 0) already in zone zone-2",
+				},
+				{
+					Rule: "redis-master-replica-zones", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-1"},
+					Reason: "redis: replica shop/cache-1 of cluster cache (shard 0) already in zone zone-0",
+				},
 			},
 		},
 		{
@@ -204,8 +227,13 @@ func TestEventsAndGauge(t *testing.T) {
 			f.apply(t, p)
 		}
 	}
+	// warn is the Event on pod, whose action names the note's first rule.
 	warn := func(pod, other, note string) event {
-		rule, _, _ := strings.Cut(strings.TrimPrefix(note, "hard placement rule "), " ")
+		rules, ok := strings.CutPrefix(note, "hard placement rules ")
+		if !ok {
+			rules = strings.TrimPrefix(note, "hard placement rule ")
+		}
+		rule := rules[:strings.IndexAny(rules, ", ")]
 		return event{Regarding: pod, Related: other, Type: "Warning", Reason: EventReason, Action: EventAction(rule), Note: note}
 	}
 	mastersOn1 := []event{
@@ -214,7 +242,9 @@ func TestEventsAndGauge(t *testing.T) {
 	}
 	const (
 		mastersGauge = `regosched_violations{namespace="shop",rule="redis-masters"} 1`
-		shardGauge   = `regosched_violations{namespace="shop",rule="redis-master-replica"} 1`
+		// A master and replica of one shard on one node share its zone too.
+		shardGauge = `regosched_violations{namespace="shop",rule="redis-master-replica"} 1` + "\n" +
+			`regosched_violations{namespace="shop",rule="redis-master-replica-zones"} 1`
 	)
 	for _, step := range []struct {
 		name   string
@@ -240,9 +270,12 @@ func TestEventsAndGauge(t *testing.T) {
 				r1.Spec.NodeName = "node-1"
 				f.apply(t, r1)
 			},
+			// Next to its master, the replica breaks the rule per zone too: one Event per pod names both.
 			events: []event{
-				warn("shop/cache-0", "shop/cache-1", "hard placement rule redis-master-replica is broken on node node-1 by this pod and shop/cache-1: redis: replica shop/cache-1 of cluster cache (shard 0) already on this node"),
-				warn("shop/cache-1", "shop/cache-0", "hard placement rule redis-master-replica is broken on node node-1 by this pod and shop/cache-0: redis: master shop/cache-0 of cluster cache (shard 0) already on this node"),
+				warn("shop/cache-0", "shop/cache-1", "hard placement rules redis-master-replica, redis-master-replica-zones are broken on node node-1 by this pod and 1 other pods: "+
+					"redis-master-replica with shop/cache-1; redis-master-replica-zones with shop/cache-1"),
+				warn("shop/cache-1", "shop/cache-0", "hard placement rules redis-master-replica, redis-master-replica-zones are broken on node node-1 by this pod and 1 other pods: "+
+					"redis-master-replica with shop/cache-0; redis-master-replica-zones with shop/cache-0"),
 			},
 			gauge: shardGauge + "\n" + mastersGauge,
 		},

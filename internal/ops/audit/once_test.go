@@ -30,10 +30,17 @@ func TestOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Report{
-		Violations: []Violation{{
-			Rule: "redis-master-replica", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-1"},
-			Reason: "redis: replica shop/cache-1 of cluster cache (shard 0) already on this node",
-		}},
+		// The pair on node-1 shares its zone-0 too, of the two zones.
+		Violations: []Violation{
+			{
+				Rule: "redis-master-replica", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-1"},
+				Reason: "redis: replica shop/cache-1 of cluster cache (shard 0) already on this node",
+			},
+			{
+				Rule: "redis-master-replica-zones", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-1"},
+				Reason: "redis: replica shop/cache-1 of cluster cache (shard 0) already in zone zone-0",
+			},
+		},
 		PolicyRevision: pol.Revision(),
 		Pods:           3,
 	}
@@ -65,15 +72,22 @@ func TestOnceNamespace(t *testing.T) {
 		fixture.MakePod().Namespace("search").Name("logs-data-0").UID("uid-search-logs-data-0").Elasticsearch("logs", "data").Node("node-2").Obj(),
 		fixture.MakePod().Namespace("search").Name("logs-data-1").UID("uid-search-logs-data-1").Elasticsearch("logs", "data").Node("node-2").Obj(),
 	)
-	shop := Violation{
-		Rule: "redis-master-replica", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-1"},
-		Reason: "redis: replica shop/cache-1 of cluster cache (shard 0) already on this node",
+	// The pair on node-1 breaks the rule per node and, in zone-0, the rule per zone.
+	shop := []Violation{
+		{
+			Rule: "redis-master-replica", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-1"},
+			Reason: "redis: replica shop/cache-1 of cluster cache (shard 0) already on this node",
+		},
+		{
+			Rule: "redis-master-replica-zones", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-1"},
+			Reason: "redis: replica shop/cache-1 of cluster cache (shard 0) already in zone zone-0",
+		},
 	}
 	for _, tc := range []struct {
 		namespace string
 		want      Report
 	}{
-		{namespace: "shop", want: Report{Violations: []Violation{shop}, Pods: 2}},
+		{namespace: "shop", want: Report{Violations: shop, Pods: 2}},
 		{namespace: "nowhere", want: Report{Violations: []Violation{}}},
 	} {
 		t.Run(tc.namespace, func(t *testing.T) {

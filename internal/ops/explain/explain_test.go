@@ -154,7 +154,16 @@ func TestExplain(t *testing.T) {
 					peer("cache-1-master", "master", "1", "node-3", 1000),
 				},
 				Nodes: []NodeResult{
-					{Node: "node-2", Verdict: Unresolvable, Reason: "redis: replica shop/cache-0-replica of cluster cache (shard 0) already on this node", Denials: []Denial{{Rule: "redis-master-replica", Peer: "shop/cache-0-replica", Reason: "redis: replica shop/cache-0-replica of cluster cache (shard 0) already on this node"}}},
+					// The replica of the pod's shard is alone in zone-b: its rule per zone refuses node-2 alone.
+					{
+						Node: "node-2", Verdict: Unresolvable,
+						Reason: "redis: replica shop/cache-0-replica of cluster cache (shard 0) already in zone zone-b; " +
+							"redis: replica shop/cache-0-replica of cluster cache (shard 0) already on this node",
+						Denials: []Denial{
+							{Rule: "redis-master-replica", Peer: "shop/cache-0-replica", Reason: "redis: replica shop/cache-0-replica of cluster cache (shard 0) already on this node"},
+							{Rule: "redis-master-replica-zones", Peer: "shop/cache-0-replica", Reason: "redis: replica shop/cache-0-replica of cluster cache (shard 0) already in zone zone-b"},
+						},
+					},
 					{Node: "node-3", Verdict: Unresolvable, Reason: "redis: master shop/cache-1-master of cluster cache already on this node", Denials: []Denial{{Rule: "redis-masters", Peer: "shop/cache-1-master", Reason: "redis: master shop/cache-1-master of cluster cache already on this node"}}},
 					{Node: "node-1", Verdict: OK, Score: score(0)},
 					{Node: "node-4", Verdict: OK, Score: score(0)},

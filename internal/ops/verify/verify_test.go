@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -207,8 +208,9 @@ func TestChecks(t *testing.T) {
 
 // TestScoreOrder: the soft rules' order among the nodes a Redis replica
 // may take. The manifest is another replica of cache: the master is on
-// node-a (denied), the replicas of the cluster on node-b and node-c spread
-// it equally, and node-d, inline beside the snapshot, holds none.
+// node-a (denied, on the node and in its zone), the replicas of the cluster
+// on node-b and node-c spread it equally, and node-d, inline beside the
+// snapshot, holds none.
 func TestScoreOrder(t *testing.T) {
 	const replica = `objects:
 - apiVersion: v1
@@ -255,7 +257,8 @@ cases:
 			expect: "    scoreOrder: [node-a, [node-b, node-c]]\n",
 			want: Check{
 				Name: "score order", Want: "node-a > node-b = node-c",
-				Got: "node-a denied by redis-master-replica (peer shop/cache-redis-master-0) (unresolvable); node-b=0, node-c=0",
+				Got: "node-a denied by redis-master-replica (peer shop/cache-redis-master-0), " +
+					"redis-master-replica-zones (peer shop/cache-redis-master-0) (unresolvable); node-b=0, node-c=0",
 			},
 		},
 	}
@@ -270,13 +273,15 @@ cases:
 }
 
 // TestAudit: the violations of a snapshot, exactly, and the protection of
-// named pods.
+// named pods. In violating.yaml a replica of cache is on its master's node,
+// node-a, and so in its zone, eu-west-1a: two violations of one pair.
 func TestAudit(t *testing.T) {
 	violating, err := filepath.Abs("../../../testdata/snapshots/violating.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	const violation = "{rule: redis-master-replica, node: node-a, pods: [shop/cache-redis-replicas-0, shop/cache-redis-master-0]}"
+	const zoneViolation = "{rule: redis-master-replica-zones, node: node-a, pods: [shop/cache-redis-master-0, shop/cache-redis-replicas-0]}"
 	tests := []struct {
 		name     string
 		snapshot string
@@ -284,21 +289,35 @@ func TestAudit(t *testing.T) {
 		want     []Check
 	}{
 		{
-			name:     "the violation found, and no other",
+			name:     "the violations found, and no other",
 			snapshot: violating,
-			audit:    "  violations: [" + violation + "]\n",
+			audit:    "  violations: [" + violation + ", " + zoneViolation + "]\n",
 			want: []Check{
 				{Name: "violation redis-master-replica on node-a between shop/cache-redis-master-0 and shop/cache-redis-replicas-0", Passed: true, Want: "found", Got: "found"},
+				{Name: "violation redis-master-replica-zones on node-a between shop/cache-redis-master-0 and shop/cache-redis-replicas-0", Passed: true, Want: "found", Got: "found"},
 				{Name: "no other violation", Passed: true, Want: "none", Got: "none"},
 			},
 		},
 		{
 			name:     "a violation not expected",
 			snapshot: violating,
+			audit:    "  violations: [" + violation + "]\n",
+			want: []Check{
+				{Name: "violation redis-master-replica on node-a between shop/cache-redis-master-0 and shop/cache-redis-replicas-0", Passed: true, Want: "found", Got: "found"},
+				{
+					Name: "no other violation", Want: "none",
+					Got: "redis-master-replica-zones on node-a between shop/cache-redis-master-0 and shop/cache-redis-replicas-0",
+				},
+			},
+		},
+		{
+			name:     "none expected",
+			snapshot: violating,
 			audit:    "  violations: []\n",
 			want: []Check{{
 				Name: "no other violation", Want: "none",
-				Got: "redis-master-replica on node-a between shop/cache-redis-master-0 and shop/cache-redis-replicas-0",
+				Got: "redis-master-replica on node-a between shop/cache-redis-master-0 and shop/cache-redis-replicas-0; " +
+					"redis-master-replica-zones on node-a between shop/cache-redis-master-0 and shop/cache-redis-replicas-0",
 			}},
 		},
 		{
@@ -509,5 +528,73 @@ func TestRenderTable(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestZoneRules: a hard rule per zone (redis-master-replica-zones), as verify
+// reports it, on clusters given inline: it refuses every node of the peer's
+// zone, is resolvable by preemption only on the peer's own node, and refuses
+// nothing where the nodes make up one zone or the peer's node has no zone.
+func TestZoneRules(t *testing.T) {
+	node := func(name, zone string) string {
+		labels := "{kubernetes.io/hostname: " + name
+		if zone != "" {
+			labels += ", topology.kubernetes.io/zone: " + zone
+		}
+		return "- {apiVersion: v1, kind: Node, metadata: {name: " + name + ", labels: " + labels + "}}}\n"
+	}
+	// pod is a member of Redis cache in shop: bound to node when given.
+	pod := func(name, component, node string, priority int) string {
+		spec := "containers: [{name: redis, image: redis}], priority: " + strconv.Itoa(priority)
+		if node != "" {
+			spec += ", nodeName: " + node
+		}
+		return "- apiVersion: v1\n  kind: Pod\n  metadata:\n    name: " + name + "\n    namespace: shop\n    uid: uid-" + name +
+			"\n    labels: {app.kubernetes.io/name: redis, app.kubernetes.io/instance: cache, app.kubernetes.io/component: " + component + "}\n" +
+			"  spec: {" + spec + "}\n"
+	}
+	tests := []struct {
+		name    string
+		objects string
+		pending string
+		expect  string
+	}{
+		{
+			name:    "every node of the peer's zone, resolvable on the peer's node only",
+			objects: node("n-a1", "zone-a") + node("n-a2", "zone-a") + node("n-b", "zone-b") + pod("cache-redis-replicas-0", "replica", "n-a1", 0),
+			pending: "cache-redis-master-1",
+			expect: "    denied:\n" +
+				"    - {node: n-a1, rule: redis-master-replica-zones, peer: shop/cache-redis-replicas-0, resolvable: true}\n" +
+				"    - {node: n-a2, rule: redis-master-replica-zones, peer: shop/cache-redis-replicas-0, resolvable: false}\n" +
+				"    allowed: [n-b]\n",
+		},
+		{
+			name:    "nodes of one zone: no zone refused",
+			objects: node("n-a1", "zone-a") + node("n-a2", "zone-a") + pod("cache-redis-replicas-0", "replica", "n-a1", 0),
+			pending: "cache-redis-master-1",
+			expect:  "    denied: [{node: n-a1, rule: redis-master-replica, peer: shop/cache-redis-replicas-0}]\n    allowed: [n-a2]\n",
+		},
+		{
+			name:    "the peer's node in no zone",
+			objects: node("n-a1", "zone-a") + node("n-b", "zone-b") + node("n-x", "") + pod("cache-redis-replicas-0", "replica", "n-x", 0),
+			pending: "cache-redis-master-1",
+			expect:  "    denied: [{node: n-x, rule: redis-master-replica, peer: shop/cache-redis-replicas-0}]\n    others: allowed\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objects := tt.objects + pod(tt.pending, "master", "", 1000)
+			body := "apiVersion: regosched.io/v1alpha1\nkind: Suite\nmetadata: {name: s}\nobjects:\n" + objects +
+				"cases:\n- name: c\n  pod: shop/" + tt.pending + "\n  expect:\n" + tt.expect
+			path := filepath.Join(t.TempDir(), "s.yaml")
+			if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range checks(t, run(t, path)) {
+				if !c.Passed {
+					t.Errorf("%s: want %s, got %s", c.Name, c.Want, c.Got)
+				}
+			}
+		})
 	}
 }

@@ -73,5 +73,8 @@ func (c *Controller) storedPod(namespace, name string, uid types.UID) *corev1.Po
 }
 
 // defaultRecallWait is long enough for a watch event to reach the informer
-// after the scheduler saw the pod, and short next to a filter call's 5 s.
-const defaultRecallWait = 250 * time.Millisecond
+// after the scheduler saw the pod, even on a loaded machine (250 ms was
+// not, in CI: a recreated replica was judged as of unknown role and left
+// pending), and short next to a filter call's 5 s. Only a remembered pod
+// the informer has not seen yet waits.
+const defaultRecallWait = time.Second
