@@ -77,7 +77,9 @@ current-context: x
 // fakeAPIServer serves the lists and watches of nodes and pods that the
 // placement cache makes, as an API server would (streaming the
 // initial list to a watch that asks for it, which client-go's informers do
-// by default); every watch then stays open and silent.
+// by default); every watch then stays open and silent. It serves no
+// StatefulSet, though it lists them: the cache waits for that list too,
+// for the size of a quorum's group.
 func fakeAPIServer(t *testing.T, nodes []corev1.Node, pods []corev1.Pod) string {
 	t.Helper()
 	items := map[string][]runtime.Object{}
@@ -89,7 +91,13 @@ func fakeAPIServer(t *testing.T, nodes []corev1.Node, pods []corev1.Pod) string 
 		pods[i].TypeMeta = metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}
 		items["/api/v1/pods"] = append(items["/api/v1/pods"], &pods[i])
 	}
-	kinds := map[string]string{"/api/v1/nodes": "Node", "/api/v1/pods": "Pod"}
+	kinds := map[string]string{"/api/v1/nodes": "Node", "/api/v1/pods": "Pod", "/apis/apps/v1/statefulsets": "StatefulSet"}
+	apiVersion := func(path string) string {
+		if strings.HasPrefix(path, "/apis/apps/v1/") {
+			return "apps/v1"
+		}
+		return "v1"
+	}
 	// A pod's own path, for `regosched explain POD`.
 	byPath := map[string]*corev1.Pod{}
 	for i := range pods {
@@ -114,14 +122,14 @@ func fakeAPIServer(t *testing.T, nodes []corev1.Node, pods []corev1.Pod) string 
 		enc := json.NewEncoder(w)
 		q := r.URL.Query()
 		if q.Get("watch") != "true" {
-			_ = enc.Encode(map[string]any{"kind": kind + "List", "apiVersion": "v1", "metadata": map[string]any{"resourceVersion": "10"}, "items": objs})
+			_ = enc.Encode(map[string]any{"kind": kind + "List", "apiVersion": apiVersion(r.URL.Path), "metadata": map[string]any{"resourceVersion": "10"}, "items": objs})
 			return
 		}
 		if q.Get("sendInitialEvents") == "true" {
 			for _, o := range objs {
 				_ = enc.Encode(map[string]any{"type": "ADDED", "object": o})
 			}
-			_ = enc.Encode(map[string]any{"type": "BOOKMARK", "object": map[string]any{"kind": kind, "apiVersion": "v1",
+			_ = enc.Encode(map[string]any{"type": "BOOKMARK", "object": map[string]any{"kind": kind, "apiVersion": apiVersion(r.URL.Path),
 				"metadata": map[string]any{"resourceVersion": "10", "annotations": map[string]string{"k8s.io/initial-events-end": "true"}}}})
 		}
 		w.(http.Flusher).Flush()

@@ -18,13 +18,15 @@ const snapshotDir = "../../testdata/snapshots/"
 
 // The reports of the snapshots under testdata/snapshots: cluster.yaml has
 // no violation, violating.yaml puts a Redis master and its replica on
-// node-a. The finished and the pending Elasticsearch data pods are no
-// peers: they occupy no node.
+// node-a, and so in its zone eu-west-1a too (redis-master-replica-zones).
+// The finished and the pending Elasticsearch data pods are no peers: they
+// occupy no node.
 const (
 	auditClean     = "0 violations among 6 bound pods, policy revision default-1\n"
-	auditViolating = `RULE                  NAMESPACE  NODE    PODS                                         REASON
-redis-master-replica  shop       node-a  cache-redis-master-0,cache-redis-replicas-0  redis: replica shop/cache-redis-replicas-0 of cluster cache already on this node
-1 violation among 6 bound pods, policy revision default-1
+	auditViolating = `RULE                        NAMESPACE  NODE    PODS                                         REASON
+redis-master-replica        shop       node-a  cache-redis-master-0,cache-redis-replicas-0  redis: replica shop/cache-redis-replicas-0 of cluster cache already on this node
+redis-master-replica-zones  shop       node-a  cache-redis-master-0,cache-redis-replicas-0  redis: replica shop/cache-redis-replicas-0 of cluster cache already in zone eu-west-1a
+2 violations among 6 bound pods, policy revision default-1
 `
 	explainPending = `Pod:       search/logs-elasticsearch-data-2
 Policy:    embedded default policy, revision default-1
@@ -89,8 +91,9 @@ func snapshotCases() []snapshotCase {
 		// --plan reads the pods from the snapshot too, and asks no Redis.
 		{name: "audit violation plan", args: []string{"audit", "--snapshot", snapshotDir + "violating.yaml", "--plan"}, wantCode: exitViolations,
 			wantStdout: auditViolating + `
-REPAIR  RULE                  PODS                                                   TARGET  WHY
-none    redis-master-replica  shop/cache-redis-master-0,shop/cache-redis-replicas-0  -       the role of shop/cache-redis-master-0 is unknown (label regosched.io/role=""): regosched acts on known roles only
+REPAIR  RULE                        PODS                                                   TARGET  WHY
+none    redis-master-replica        shop/cache-redis-master-0,shop/cache-redis-replicas-0  -       the role of shop/cache-redis-master-0 is unknown (label regosched.io/role=""): regosched acts on known roles only
+none    redis-master-replica-zones  shop/cache-redis-master-0,shop/cache-redis-replicas-0  -       the role of shop/cache-redis-master-0 is unknown (label regosched.io/role=""): regosched acts on known roles only
 `},
 		{name: "audit violation elsewhere", args: []string{"audit", "--snapshot", snapshotDir + "violating.yaml", "-n", "search"},
 			wantStdout: "0 violations among 3 bound pods, policy revision default-1\n"},

@@ -1,5 +1,6 @@
-# Claims: what a pod is to its peers (marks) and whom it must not share a
-# node with (separate) or should stay apart from (spread), worked out from
+# Claims: what a pod is to its peers (marks), whom it must not share a
+# node or zone with (separate), how many of its group a zone may hold (cap)
+# and whom it should stay apart from (spread), worked out from
 # the pod alone. regosched evaluates marks once per bound pod version, and
 # separate and spread once per request for the pending pod, then joins them
 # in Go: an entry of the pending pod applies to every peer whose marks hold
@@ -56,6 +57,28 @@ separate contains {"mark": mark, "rule": r.name, "topology_key": config.zone_lab
 	some r in object.get(config.workloads[name], "zone_separate", [])
 	r.role in m.roles
 	mark := concat("/", [prefix, r.scope, m[r.scope], r.peer_role])
+}
+
+# Hard per zone, where the entry's zones are "hard": each quorum rule of
+# the pod's role caps the members of that role in one zone to fewer than
+# half of the group (size: the rule's, else the members regosched counts,
+# or with size_from_statefulsets their StatefulSets' replicas), so that
+# the group keeps its majority through the loss of any one zone.
+# METADATA
+# entrypoint: true
+cap contains object.union(
+	{
+		"mark": concat("/", [prefix, r.scope, m[r.scope], r.role]),
+		"rule": r.name,
+		"topology_key": config.zone_label,
+		"quorum": true,
+	},
+	object.filter(r, ["size", "size_from_statefulsets"]),
+) if {
+	some name, [prefix, m] in mine
+	zones(config.workloads[name]) == "hard"
+	some r in object.get(config.workloads[name], "quorum", [])
+	r.role in m.roles
 }
 
 # The marks a hard rule keeps the pod from. Within a shard, a pod whose

@@ -67,7 +67,7 @@ zone_rules(pod, mode) := {[part, e.rule] |
 }
 
 test_unrelated_pod_claims_nothing if {
-	claims == {"marks": {}, "separate": set(), "spread": set()} with input as {"pod": f.pending("web-0", {"app": "web"})}
+	claims == {"marks": {}, "separate": set(), "spread": set(), "cap": set()} with input as {"pod": f.pending("web-0", {"app": "web"})}
 }
 
 # A rule's own weight wins over config.weights; without either, 1.
@@ -163,4 +163,28 @@ test_descriptions_name_the_pod_once if {
 			count(indexof_n(what, "{pod}")) == 1
 		}
 	}
+}
+
+# A master of a Redis Cluster is capped per zone by the quorum rule, which
+# names its own role's mark: regosched counts the masters per zone.
+test_redis_master_quorum if {
+	c := claims with input as {"pod": f.pending("cache-0-master", f.redis_shard("cache", "master", "0"))}
+	c.cap == {{
+		"mark": "redis/shop/cache/cluster/cache/master",
+		"rule": "redis-masters-quorum",
+		"topology_key": "topology.kubernetes.io/zone",
+		"quorum": true,
+	}}
+	replica := claims with input as {"pod": f.pending("cache-0-replica", f.redis_shard("cache", "replica", "0"))}
+	replica.cap == set()
+}
+
+# A quorum rule's size is passed on; zones other than hard drop the cap.
+test_quorum_size_and_zones if {
+	master := f.pending("es-master-0", f.es("logs", "master"))
+	sized := claims with data.regosched.config.workloads.elasticsearch.quorum as [{"name": "q", "role": "master", "scope": "cluster", "size": 5}]
+		with input as {"pod": master}
+	[e.size | some e in sized.cap] == [5]
+	soft := claims with data.regosched.config.workloads.elasticsearch.zones as "soft" with input as {"pod": master}
+	soft.cap == set()
 }

@@ -225,6 +225,6 @@ test_user_added_workload_entry if {
 # is nobody's peer.
 test_null_labels_tolerated if {
 	peer := f.pod("x", "shop", "u1", "node-1", null)
-	f.claims_of(peer) == {"marks": {}, "separate": set(), "spread": set()}
+	f.claims_of(peer) == {"marks": {}, "separate": set(), "spread": set(), "cap": set()}
 	count(f.separates(f.pending("cache-0-master", f.redis("cache", "master")), peer)) == 0
 }

@@ -29,6 +29,12 @@ errors contains sprintf("data.regosched.config.workloads.%s.%s[%d]: %s %q is not
 	not is_role(entry, role)
 }
 
+errors contains sprintf("data.regosched.config.workloads.%s.quorum[%d]: role %q is not a role of the workload (roles: %s)", [name, i, rule.role, roles_list(entry)]) if {
+	some name, entry in object.get(config, "workloads", {})
+	some i, rule in object.get(entry, "quorum", [])
+	not is_role(entry, rule.role)
+}
+
 errors contains sprintf("data.regosched.config.workloads.%s.protected_roles[%d]: %q is not a role of the workload (roles: %s)", [name, i, role, roles_list(entry)]) if {
 	some name, entry in object.get(config, "workloads", {})
 	some i, role in object.get(entry, "protected_roles", [])
@@ -87,6 +93,19 @@ soft_rules := {"type": "array", "items": {
 # off too).
 zones_mode := {"enum": ["hard", "soft", "off"]}
 
+quorum_rules := {"type": "array", "items": {
+	"type": "object",
+	"additionalProperties": false,
+	"required": ["name", "role", "scope"],
+	"properties": {
+		"name": {"type": "string", "minLength": 1},
+		"role": {"type": "string", "minLength": 1},
+		"scope": {"enum": ["cluster", "shard"]},
+		"size": {"type": "integer", "minimum": 1},
+		"size_from_statefulsets": {"type": "boolean"},
+	},
+}}
+
 workload := {
 	"type": "object",
 	"additionalProperties": false,
@@ -114,6 +133,7 @@ workload := {
 		"protected_roles": {"type": "array", "items": {"type": "string"}},
 		"separate": hard_rules,
 		"zone_separate": soft_rules,
+		"quorum": quorum_rules,
 		"zones": zones_mode,
 		"node_spread": soft_rules,
 		"zone_apart": soft_rules,

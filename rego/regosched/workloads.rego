@@ -78,9 +78,9 @@ pod_entries := entries(input.pod)
 # (concat, not a helper function: a call costs more than the concat.)
 mine := {name: [concat("/", [name, input.pod.namespace, m.cluster]), m] | some name, m in pod_entries}
 
-# The scope facts the rules of an entry compare.
+# The scope facts the rules of an entry compare (quorum rules too).
 scopes(entry) := {r.scope |
-	some kind in rule_kinds
+	some kind in array.concat(rule_kinds, ["quorum"])
 	some r in object.get(entry, kind, [])
 }
 

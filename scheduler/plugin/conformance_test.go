@@ -9,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -123,13 +122,9 @@ func conformancePlugin(t *testing.T, tc judgetest.Case) (*Regosched, []fwk.NodeI
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	var objs []runtime.Object
-	for _, n := range tc.Nodes {
-		objs = append(objs, n)
-	}
+	objs := tc.Objects()
 	var now []*corev1.Pod // the snapshot's bound pods
 	for _, p := range tc.Bound {
-		objs = append(objs, p)
 		q, changed := tc.Now[p.Name]
 		switch {
 		case !changed:

@@ -112,6 +112,7 @@ func (r *recordSink) got() []loggedEvent {
 func TestDecisionLogEvents(t *testing.T) {
 	const (
 		masters   = "redis-masters"
+		quorum    = "redis-masters-quorum"
 		pair      = "redis-master-replica"
 		pairZones = "redis-master-replica-zones"
 	)
@@ -138,8 +139,10 @@ func TestDecisionLogEvents(t *testing.T) {
 			filterOn: []string{"n1", "n2", "n3"}, steps: []string{"Reserve", "PostBind"}, node: "n3",
 			want: []loggedEvent{
 				{Path: "regosched/filter", Pod: "shop/cache-2-master", Revision: true, Nodes: []string{"n1", "n2", "n3"}, NodeCount: 3,
+					// Three masters (the pod counted) may hold one per zone: zone-a (n1) and zone-b (n2) are full.
 					Outcome: decisionlog.OutcomeFeasible, Denied: []decisionlog.Denial{
-						denied("n1", masters, "cache-0-master"), denied("n2", masters, "cache-1-master"),
+						denied("n1", masters, "cache-0-master"), denied("n1", quorum, "cache-0-master"),
+						denied("n2", masters, "cache-1-master"), denied("n2", quorum, "cache-1-master"),
 					}},
 				{Path: "regosched/bind", Pod: "shop/cache-2-master", Revision: true, Node: "n3", Outcome: decisionlog.OutcomeBound},
 			},
@@ -149,8 +152,10 @@ func TestDecisionLogEvents(t *testing.T) {
 			filterOn: []string{"n1", "n2"}, steps: []string{"PostFilter"},
 			want: []loggedEvent{
 				{Path: "regosched/filter", Pod: "shop/cache-2-master", Revision: true, Nodes: []string{"n1", "n2"}, NodeCount: 2,
+					// The quorum of three masters refuses zone-a (n1) and zone-b (n2) too.
 					Outcome: decisionlog.OutcomeUnschedulable, Denied: []decisionlog.Denial{
-						denied("n1", masters, "cache-0-master"), denied("n2", masters, "cache-1-master"),
+						denied("n1", masters, "cache-0-master"), denied("n1", quorum, "cache-0-master"),
+						denied("n2", masters, "cache-1-master"), denied("n2", quorum, "cache-1-master"),
 					}},
 			},
 		},
@@ -159,8 +164,10 @@ func TestDecisionLogEvents(t *testing.T) {
 			filterOn: []string{"n1", "n2"}, steps: []string{"RemovePod"},
 			want: []loggedEvent{
 				{Path: "regosched/filter", Pod: "shop/cache-2-master", Revision: true, Nodes: []string{"n1", "n2"}, NodeCount: 2,
+					// The quorum of three masters refuses zone-a (n1) and zone-b (n2) too.
 					Outcome: decisionlog.OutcomeUnschedulable, Denied: []decisionlog.Denial{
-						denied("n1", masters, "cache-0-master"), denied("n2", masters, "cache-1-master"),
+						denied("n1", masters, "cache-0-master"), denied("n1", quorum, "cache-0-master"),
+						denied("n2", masters, "cache-1-master"), denied("n2", quorum, "cache-1-master"),
 					}},
 			},
 		},

@@ -45,8 +45,10 @@ func TestMetrics(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("metrics registered (-want +got):\n%s", diff)
 	}
-	// Two masters of the cluster, on n1 and n2: two denials.
-	if denials != 2 {
-		t.Errorf("regosched_filter_denials_total = %v, want 2", denials)
+	// Two masters of the cluster, on n1 and n2: two denials of redis-masters,
+	// and two of redis-masters-quorum (three masters, the pod counted, may
+	// hold one per zone: zone-a and zone-b are full).
+	if denials != 4 {
+		t.Errorf("regosched_filter_denials_total = %v, want 4", denials)
 	}
 }

@@ -250,7 +250,8 @@ func (pl *Regosched) Close() error {
 // once, by the scheduler, which starts them after every plugin is built.
 func newCache(cfg Config, describe placement.KeyFunc, log logrus.FieldLogger) (*placement.Cache, error) {
 	if cfg.Informers != nil {
-		return placement.NewFromInformers(cfg.Informers.Core().V1().Pods().Informer(), cfg.Informers.Core().V1().Nodes().Informer(), describe, log)
+		return placement.NewFromInformers(cfg.Informers.Core().V1().Pods().Informer(), cfg.Informers.Core().V1().Nodes().Informer(), describe, log,
+			placement.WithStatefulSets(cfg.Informers.Apps().V1().StatefulSets().Informer()))
 	}
 	return placement.New(cfg.Client, describe, log)
 }

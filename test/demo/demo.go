@@ -15,12 +15,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sirupsen/logrus"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/regosched/regosched/test/fixture"
 	ls "github.com/regosched/regosched/test/localstack"
@@ -62,7 +67,13 @@ func Run(ctx context.Context, opts Options) error {
 	log.WithField("took", time.Since(start).Round(time.Millisecond)).Info("stack is up")
 
 	placing := time.Now()
-	pods := Workload(opts.Nodes)
+	// The master-role pods of logs are a StatefulSet's three: a zone may
+	// hold one of them (the quorum), from the first one placed.
+	set, err := stack.Client().AppsV1().StatefulSets(Namespace).Create(ctx, MastersStatefulSet(), metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("creating StatefulSet %s: %w", MastersStatefulSet().Name, err)
+	}
+	pods := Workload(opts.Nodes, set.UID)
 	for _, p := range pods {
 		node, pending, reason, err := stack.CreateAndWait(ctx, p)
 		if err != nil {
@@ -99,11 +110,28 @@ func Run(ctx context.Context, opts Options) error {
 	return nil
 }
 
+// MastersStatefulSet is the StatefulSet of logs' master-role pods: three.
+func MastersStatefulSet() *appsv1.StatefulSet {
+	labels := fixture.ElasticsearchLabels("logs", "master")
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "logs-master"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To[int32](3),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "elasticsearch", Image: fixture.PauseImage}}},
+			},
+		},
+	}
+}
+
 // Workload is the sample, in creation order: Redis cluster "cache" (three
-// shards, a master and a replica each), Elasticsearch cluster "logs" with
-// one data pod more than there are nodes (so one must wait) and two
-// master-role pods (which no rule keeps apart), and two plain web pods.
-func Workload(nodes int) []*corev1.Pod {
+// shards, a master and a replica each: a replica out of its master's
+// zone), Elasticsearch cluster "logs" with one data pod more than there
+// are nodes (so one must wait) and three master-role pods of StatefulSet
+// masters (one per zone: the quorum), and two plain web pods.
+func Workload(nodes int, masters types.UID) []*corev1.Pod {
 	var pods []*corev1.Pod
 	for shard := range 3 {
 		sh := fmt.Sprint(shard)
@@ -114,9 +142,10 @@ func Workload(nodes int) []*corev1.Pod {
 	for i := range nodes + 1 {
 		pods = append(pods, fixture.MakePod().Namespace(Namespace).Name(fmt.Sprintf("logs-data-%d", i)).Elasticsearch("logs", "data").Schedulable().Obj())
 	}
-	for i := range 2 {
+	for i := range 3 {
 		pods = append(pods,
-			fixture.MakePod().Namespace(Namespace).Name(fmt.Sprintf("logs-master-%d", i)).Elasticsearch("logs", "master").Schedulable().Obj(),
+			fixture.MakePod().Namespace(Namespace).Name(fmt.Sprintf("logs-master-%d", i)).Elasticsearch("logs", "master").
+				StatefulSet("logs-master", masters).Schedulable().Obj(),
 		)
 	}
 	for i := range 2 {
@@ -160,6 +189,12 @@ func Write(w io.Writer, pl ls.Placement, violations []string) error {
 			fmt.Fprintf(&b, "    %s\n", line)
 		}
 	}
+	if zones := zoneLines(pl); len(zones) > 0 {
+		b.WriteString("\nzones:\n")
+		for _, z := range zones {
+			fmt.Fprintf(&b, "  %s\n", z)
+		}
+	}
 	if len(violations) == 0 {
 		b.WriteString("\nrules kept: yes (0 violations)\n")
 	} else {
@@ -192,4 +227,46 @@ func reasonLines(msg string) []string {
 		lines = append(lines, "preemption: "+preemption)
 	}
 	return lines
+}
+
+// zoneLines says, of pl, the zone of each Redis master and replica by
+// shard, and how many master-role pods of each Elasticsearch cluster each
+// zone holds: what the rules per zone keep.
+func zoneLines(pl ls.Placement) []string {
+	shards := map[string][]string{} // "redis cache, shard 0" -> "master in zone-a", ...
+	masters := map[string]map[string]int{}
+	for _, n := range pl.Nodes {
+		for _, p := range n.Pods {
+			d := p.Description
+			switch {
+			case strings.HasPrefix(d, "redis ") && strings.Contains(d, ", shard "):
+				head, shard, _ := strings.Cut(d, ", shard ")
+				fields := strings.Fields(head) // redis cluster role
+				if len(fields) == 3 {
+					k := fmt.Sprintf("redis %s shard %s", fields[1], shard)
+					shards[k] = append(shards[k], fields[2]+" in "+n.Zone)
+				}
+			case strings.HasPrefix(d, "elasticsearch ") && strings.HasSuffix(d, " master"):
+				if masters[d] == nil {
+					masters[d] = map[string]int{}
+				}
+				masters[d][n.Zone]++
+			}
+		}
+	}
+	var out []string
+	for k, where := range shards {
+		slices.Sort(where)
+		out = append(out, k+": "+strings.Join(where, ", "))
+	}
+	for d, byZone := range masters {
+		var parts []string
+		for z, n := range byZone {
+			parts = append(parts, fmt.Sprintf("%d in %s", n, z))
+		}
+		slices.Sort(parts)
+		out = append(out, d+"s: "+strings.Join(parts, ", "))
+	}
+	slices.Sort(out)
+	return out
 }

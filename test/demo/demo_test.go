@@ -10,7 +10,7 @@ import (
 )
 
 func TestWorkload(t *testing.T) {
-	pods := Workload(6)
+	pods := Workload(6, "uid-logs-master")
 	count := map[string]int{}
 	for _, p := range pods {
 		if p.Namespace != Namespace || p.Spec.SchedulerName != ls.SchedulerName {
@@ -23,7 +23,7 @@ func TestWorkload(t *testing.T) {
 		"redis cache master, shard 1": 1, "redis cache replica, shard 1": 1,
 		"redis cache master, shard 2": 1, "redis cache replica, shard 2": 1,
 		"elasticsearch logs data":   7, // one more than nodes
-		"elasticsearch logs master": 2,
+		"elasticsearch logs master": 3, // a StatefulSet of three: one per zone
 		"plain pod":                 2,
 	}
 	if diff := cmp.Diff(want, count); diff != "" {
@@ -62,6 +62,9 @@ pending:
       1 elasticsearch: data shop/logs-data-1 of cluster logs already on this node
       1 node(s) had untolerated taint
     preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.
+
+zones:
+  redis cache shard 0: master in zone-a
 
 rules kept: yes (0 violations)
 `},

@@ -221,8 +221,10 @@ func (sc *scene) play(ctx context.Context, nodes []string, out io.Writer) error 
 }
 
 // layout is where the scene puts each Redis node: master 0 and the replica
-// of shard 1 share one node, every other member has a node of its own, so
-// that a failover of shard 1 makes the one violation the repair mends.
+// of shard 1 share one node, so that a failover of shard 1 makes the one
+// violation the repair mends (two masters on a node, and so two of three
+// in one zone); every rule per zone holds before it (nodes take zones a,
+// b, c, a, b: one master per zone, each replica out of its master's).
 type layout struct {
 	node    map[int]string // by port
 	pod     map[int]string // by port
@@ -266,8 +268,8 @@ func newLayout(start []localredis.Node, nodes []string) (layout, error) {
 	a, b, c := masters[0], masters[1], masters[2]
 	l.promote, l.shared = replicaOf[b], nodes[0]
 	l.node[a], l.node[replicaOf[b]] = nodes[0], nodes[0]
-	l.node[b], l.node[replicaOf[a]] = nodes[1], nodes[2]
-	l.node[c], l.node[replicaOf[c]] = nodes[3], nodes[4]
+	l.node[b], l.node[replicaOf[a]] = nodes[1], nodes[4]
+	l.node[c], l.node[replicaOf[c]] = nodes[2], nodes[3]
 	return l, nil
 }
 

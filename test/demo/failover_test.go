@@ -83,9 +83,9 @@ func TestLayout(t *testing.T) {
 		{Node: "node-01", Pod: "sessions-redis-cluster-0", Role: "master", Shard: 0},
 		{Node: "node-01", Pod: "sessions-redis-cluster-3", Role: "replica", Shard: 1},
 		{Node: "node-02", Pod: "sessions-redis-cluster-1", Role: "master", Shard: 1},
-		{Node: "node-03", Pod: "sessions-redis-cluster-5", Role: "replica", Shard: 0},
-		{Node: "node-04", Pod: "sessions-redis-cluster-2", Role: "master", Shard: 2},
-		{Node: "node-05", Pod: "sessions-redis-cluster-4", Role: "replica", Shard: 2},
+		{Node: "node-03", Pod: "sessions-redis-cluster-2", Role: "master", Shard: 2},
+		{Node: "node-04", Pod: "sessions-redis-cluster-4", Role: "replica", Shard: 2},
+		{Node: "node-05", Pod: "sessions-redis-cluster-5", Role: "replica", Shard: 0},
 	}
 	if diff := cmp.Diff(want, l.members(start)); diff != "" {
 		t.Errorf("members(start) mismatch (-want +got):\n%s", diff)
@@ -229,9 +229,9 @@ NODE     POD                       AT START          AFTER FAILOVER    AFTER REP
 node-01  sessions-redis-cluster-0  master, shard 0   master, shard 0   replica, shard 0
          sessions-redis-cluster-3  replica, shard 1  master, shard 1   master, shard 1
 node-02  sessions-redis-cluster-1  master, shard 1   replica, shard 1  replica, shard 1
-node-03  sessions-redis-cluster-5  replica, shard 0  replica, shard 0  master, shard 0
-node-04  sessions-redis-cluster-2  master, shard 2   master, shard 2   master, shard 2
-node-05  sessions-redis-cluster-4  replica, shard 2  replica, shard 2  replica, shard 2
+node-03  sessions-redis-cluster-2  master, shard 2   master, shard 2   master, shard 2
+node-04  sessions-redis-cluster-4  replica, shard 2  replica, shard 2  replica, shard 2
+node-05  sessions-redis-cluster-5  replica, shard 0  replica, shard 0  master, shard 0
 
 nodes with two masters: at start none; after the failover node-01; after the repair none
 `

@@ -31,7 +31,11 @@ func (s *Stack) Violations(ctx context.Context, namespaces ...string) ([]string,
 	if err != nil {
 		return nil, err
 	}
-	return Violations(pods), nil
+	zoneOf, err := s.zones(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Concat(Violations(pods), ZoneViolations(pods, zoneOf)), nil
 }
 
 // Violations checks pods as Stack.Violations does; it ignores pods that are

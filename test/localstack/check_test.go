@@ -141,3 +141,51 @@ regosched_cached_pods 12
 		t.Error("parseGauge() of a missing metric succeeded")
 	}
 }
+
+func TestZoneViolations(t *testing.T) {
+	zoneOf := map[string]string{"a1": "a", "a2": "a", "b1": "b", "c1": "c"}
+	redis := func(name, role, shard, node string) corev1.Pod {
+		return *fixture.MakePod().Namespace("s").Name(name).Redis("cache", role, shard).Node(node).Obj()
+	}
+	tests := []struct {
+		name   string
+		zoneOf map[string]string
+		pods   []corev1.Pod
+		want   []string
+	}{
+		{
+			name: "master and replica of a shard in one zone",
+			pods: []corev1.Pod{redis("m0", "master", "0", "a1"), redis("r0", "replica", "0", "a2")},
+			want: []string{"zone of s/cache/0/a: s/m0 and s/r0 (redis master and replica of a shard)"},
+		},
+		{
+			name: "another shard's replica, or another zone: none",
+			pods: []corev1.Pod{redis("m0", "master", "0", "a1"), redis("r1", "replica", "1", "a2"), redis("r0", "replica", "0", "b1")},
+		},
+		{
+			name: "two of three masters in one zone",
+			pods: []corev1.Pod{redis("m0", "master", "0", "a1"), redis("m1", "master", "1", "a2"), redis("m2", "master", "2", "b1")},
+			want: []string{"zone a: 2 of the 3 redis masters of s/cache ([m0 m1]): half or more"},
+		},
+		{
+			name:   "two zones cannot keep a majority of three: none",
+			zoneOf: map[string]string{"a1": "a", "a2": "a", "b1": "b"},
+			pods:   []corev1.Pod{redis("m0", "master", "0", "a1"), redis("m1", "master", "1", "a2"), redis("m2", "master", "2", "b1")},
+		},
+		{
+			name: "a node without a zone is in none",
+			pods: []corev1.Pod{redis("m0", "master", "0", "a1"), redis("r0", "replica", "0", "bare")},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			z := zoneOf
+			if tt.zoneOf != nil {
+				z = tt.zoneOf
+			}
+			if diff := cmp.Diff(tt.want, ZoneViolations(tt.pods, z)); diff != "" {
+				t.Errorf("ZoneViolations() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -9,16 +9,16 @@ import (
 )
 
 // Evaluate is the hard and soft rules' verdict for s, with the labels of
-// its peers' nodes, and of the nodes asked about, read from nodes: the one evaluation behind
+// its peers' nodes, and of the nodes asked about, read from c: the one evaluation behind
 // the judge's phases, and behind a policy judged beside the active one (the
 // shadow rollout), which reads no placements of its own. A subject
 // without peers gets an empty verdict without evaluating anything.
-func Evaluate(ctx context.Context, s *Subject, nodes policy.Nodes) (*Verdict, error) {
-	v := &Verdict{Subject: s, nodes: nodes}
+func Evaluate(ctx context.Context, s *Subject, c policy.Cluster) (*Verdict, error) {
+	v := &Verdict{Subject: s, cluster: c}
 	if len(s.Peers) == 0 {
 		return v, nil
 	}
-	conflicts, penalties, err := s.Policy.Join(ctx, policy.NewInput(s.Pod, s.Peers, nodes))
+	conflicts, penalties, err := s.Policy.Join(ctx, policy.NewInput(s.Pod, s.Peers, c))
 	if err != nil {
 		return nil, fmt.Errorf("judging pod %s: %w", s.Pod.Key(), err)
 	}

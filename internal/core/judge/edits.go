@@ -96,8 +96,8 @@ func (f *Filtered) Decide(node string, e *Edits) (Refusal, bool) {
 	var labels map[string]string // read once, if a conflict is per zone
 	for _, added := range e.added {
 		for _, c := range added {
-			if !c.Domain.OnNode() && labels == nil && f.Verdict.nodes != nil {
-				labels, _ = f.Verdict.nodes.NodeLabels(node)
+			if !c.Domain.OnNode() && labels == nil && f.Verdict.cluster != nil {
+				labels, _ = f.Verdict.cluster.NodeLabels(node)
 			}
 			if c.Domain.Holds(node, labels) {
 				// A nominated pod is not bound: there is nothing to evict.

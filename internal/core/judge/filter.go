@@ -92,13 +92,13 @@ func (j *Judge) Filter(ctx context.Context, req FilterRequest) (*Filtered, error
 		req.Wait(ctx, s)
 	}
 	j.FindPeers(s)
-	f, err := j.judgeCandidates(ctx, s, req.Candidates)
+	f, err := j.judgeCandidates(ctx, s, req)
 	if err != nil {
 		return nil, err
 	}
 	if req.Doubt != nil && f.Verdict.HasConflicts() {
 		if suspect := req.Doubt(ctx, f); suspect != nil && j.Refresh(ctx, s, suspect) {
-			if f, err = j.judgeCandidates(ctx, s, req.Candidates); err != nil {
+			if f, err = j.judgeCandidates(ctx, s, req); err != nil {
 				return nil, err
 			}
 		}
@@ -126,8 +126,10 @@ func (j *Judge) Filter(ctx context.Context, req FilterRequest) (*Filtered, error
 	return f, nil
 }
 
-// judgeCandidates judges s and decides each candidate by the hard rules.
-func (j *Judge) judgeCandidates(ctx context.Context, s *Subject, candidates []string) (*Filtered, error) {
+// judgeCandidates judges s and decides each of req's candidates by the
+// hard rules, a candidate's labels read from the request when it has them.
+func (j *Judge) judgeCandidates(ctx context.Context, s *Subject, req FilterRequest) (*Filtered, error) {
+	candidates := req.Candidates
 	v, err := Evaluate(ctx, s, j.cfg.Placements)
 	if err != nil {
 		return nil, err
@@ -141,10 +143,15 @@ func (j *Judge) judgeCandidates(ctx context.Context, s *Subject, candidates []st
 	}
 	// One look-up per candidate: most are turned away by the verdict's
 	// fingerprint of the few nodes with conflicts.
+	own := req.CandidateLabels != nil && v.perDomain()
 	for i, name := range candidates {
-		if cs := v.At(name); len(cs) > 0 {
+		var labels map[string]string
+		if own {
+			labels = req.CandidateLabels(i, name)
+		}
+		if cs := v.at(name, labels, own); len(cs) > 0 {
 			f.Refused = append(f.Refused, Refusal{
-				Index: i, Node: name, Resolvable: v.Preemptible(name, nil), Conflicts: cs,
+				Index: i, Node: name, Resolvable: v.preemptible(name, cs, nil), Conflicts: cs,
 			})
 		}
 	}

@@ -47,7 +47,7 @@ var ErrNoPolicy = policy.ErrNoPolicy
 type PeerView interface {
 	// Peers returns the bound or assumed pods that share a key with self.
 	Peers(keys []string, self types.UID) []*model.Pod
-	policy.Nodes
+	policy.Cluster
 }
 
 // Placements is the view of the cluster the judge reads (implemented by

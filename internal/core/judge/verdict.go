@@ -27,9 +27,9 @@ type Verdict struct {
 	once      sync.Once
 	conflicts fewNodes[[]model.Conflict]
 	domains   []keyedConflicts
-	// nodes gives the labels of a node asked about, for the conflicts per
+	// cluster gives the labels of a node asked about, for the conflicts per
 	// domain of a key other than the hostname.
-	nodes policy.Nodes
+	cluster policy.Cluster
 	// evictable says, of each peer in conflict, whether preemption may
 	// evict it (WeighPreemption).
 	evictable map[types.UID]bool
@@ -37,7 +37,7 @@ type Verdict struct {
 
 // conflicts evaluates the hard rules alone.
 func (j *Judge) conflicts(ctx context.Context, s *Subject) (*Verdict, error) {
-	v := &Verdict{Subject: s, nodes: j.cfg.Placements}
+	v := &Verdict{Subject: s, cluster: j.cfg.Placements}
 	if len(s.Peers) == 0 {
 		return v, nil
 	}
@@ -85,19 +85,36 @@ func (v *Verdict) HasConflicts() bool { return len(v.raw) > 0 }
 func (v *Verdict) Conflicts() []model.Conflict { return v.raw }
 
 // At returns the conflicts of the node named node: those on it, and those
-// of the domains its labels put it in.
-func (v *Verdict) At(node string) []model.Conflict {
+// of the domains its labels (the cluster's) put it in.
+func (v *Verdict) At(node string) []model.Conflict { return v.at(node, nil, false) }
+
+// perDomain reports whether any conflict is per domain of a key other
+// than the hostname: only then are a node's labels read.
+func (v *Verdict) perDomain() bool {
+	if len(v.raw) == 0 {
+		return false
+	}
+	v.index()
+	return len(v.domains) > 0
+}
+
+// at is At with node's labels given (own): the request's own node, which
+// the cluster's view may not hold yet.
+func (v *Verdict) at(node string, labels map[string]string, own bool) []model.Conflict {
 	if len(v.raw) == 0 {
 		return nil
 	}
 	v.index()
 	cs, _ := v.conflicts.get(node)
-	if len(v.domains) == 0 || v.nodes == nil {
+	if len(v.domains) == 0 {
 		return cs
 	}
-	labels, _ := v.nodes.NodeLabels(node)
+	l := labels
+	if !own && v.cluster != nil {
+		l, _ = v.cluster.NodeLabels(node)
+	}
 	for _, k := range v.domains {
-		if value, ok := labels[k.key]; ok {
+		if value, ok := l[k.key]; ok {
 			if in := k.values[value]; len(in) > 0 {
 				cs = append(slices.Clip(cs), in...)
 			}
@@ -170,7 +187,12 @@ func (j *Judge) weighPreemption(ctx context.Context, v *Verdict) error {
 // protected peers to its preempt verb, and the plugin let default
 // preemption evict them; one answer, here, keeps both from trying.
 func (v *Verdict) Preemptible(node string, removed func(types.UID) bool) bool {
-	for _, c := range v.At(node) {
+	return v.preemptible(node, v.At(node), removed)
+}
+
+// preemptible is Preemptible for node's conflicts cs.
+func (v *Verdict) preemptible(node string, cs []model.Conflict, removed func(types.UID) bool) bool {
+	for _, c := range cs {
 		if removed != nil && removed(c.Peer) {
 			continue
 		}

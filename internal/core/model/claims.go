@@ -31,6 +31,22 @@ type Avoid struct {
 	Weight      float64
 }
 
+// Cap is an entry of cap: of the pods holding Mark (the pod among them), a
+// domain of TopologyKey may hold at most Max; or, with Quorum, fewer than
+// half of the group's members, so that the group keeps a majority through
+// the loss of any one domain. The group's size is the largest of Size (as
+// the policy states it, 0 if it does not), the members counted, and, with
+// SizeFromStatefulSets (where a StatefulSet holds members only, as an
+// Elasticsearch master nodeSet does, not a Redis Cluster's masters and
+// replicas alike), the replicas of their StatefulSets.
+type Cap struct {
+	Mark, Rule, TopologyKey string
+	Max                     int
+	Quorum                  bool
+	Size                    int
+	SizeFromStatefulSets    bool
+}
+
 // Parts says which parts of the claims rule were evaluated for a pod: a
 // bound pod is described for its marks only, a pending pod for what it
 // avoids only.
@@ -66,12 +82,13 @@ type Claims struct {
 	// a cut-short or corrupt packing for the end of the marks.
 	marks            string
 	separate, spread []Avoid
+	caps             []Cap
 }
 
 // NewClaims returns the claims of a pod under origin, of which parts were
 // evaluated. marks' tokens must be distinct; New sorts marks.
-func NewClaims(origin *Origin, parts Parts, marks []Mark, separate, spread []Avoid) *Claims {
-	return &Claims{origin: origin, parts: parts, marks: packMarks(marks), separate: separate, spread: spread}
+func NewClaims(origin *Origin, parts Parts, marks []Mark, separate, spread []Avoid, caps []Cap) *Claims {
+	return &Claims{origin: origin, parts: parts, marks: packMarks(marks), separate: separate, spread: spread, caps: caps}
 }
 
 // Origin is the policy that described the pod.
@@ -86,8 +103,11 @@ func (c *Claims) Separate() []Avoid { return c.separate }
 // Spread is what the pod prefers away from its topology domains (soft).
 func (c *Claims) Spread() []Avoid { return c.spread }
 
+// Caps are the domains' limits on the pod's groups (hard).
+func (c *Claims) Caps() []Cap { return c.caps }
+
 // Avoids reports whether the pod avoids any peer.
-func (c *Claims) Avoids() bool { return len(c.separate) > 0 || len(c.spread) > 0 }
+func (c *Claims) Avoids() bool { return len(c.separate) > 0 || len(c.spread) > 0 || len(c.caps) > 0 }
 
 // Same reports whether c and o are claims of one policy saying the same: a
 // relabelled pod whose claims are the same needs no new audit.
@@ -96,7 +116,7 @@ func (c *Claims) Same(o *Claims) bool {
 		return c == o
 	}
 	return c.origin == o.origin && c.parts == o.parts && c.marks == o.marks &&
-		slices.Equal(c.separate, o.separate) && slices.Equal(c.spread, o.spread)
+		slices.Equal(c.separate, o.separate) && slices.Equal(c.spread, o.spread) && slices.Equal(c.caps, o.caps)
 }
 
 // sameWhat, as a description's length field, stands for the previous

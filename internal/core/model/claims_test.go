@@ -19,7 +19,7 @@ var defaultMarks = map[string]string{
 
 // withMarks is claims whose marks are marks, as a policy would give them.
 func withMarks(marks map[string]string) *Claims {
-	return NewClaims(&Origin{}, MarksPart, sortedMarks(marks), nil, nil)
+	return NewClaims(&Origin{}, MarksPart, sortedMarks(marks), nil, nil, nil)
 }
 
 // sortedMarks lists marks in the order of their tokens.
@@ -103,7 +103,7 @@ func TestPackedMarks(t *testing.T) {
 // TestNewSortsMarks: New takes marks in any order, as a Rego object gives
 // them, and reads them back in the order of their tokens.
 func TestNewSortsMarks(t *testing.T) {
-	c := NewClaims(&Origin{}, MarksPart, []Mark{{"b", "2"}, {"c", "3"}, {"a", "1"}}, nil, nil)
+	c := NewClaims(&Origin{}, MarksPart, []Mark{{"b", "2"}, {"c", "3"}, {"a", "1"}}, nil, nil, nil)
 	if diff := cmp.Diff([]Mark{{"a", "1"}, {"b", "2"}, {"c", "3"}}, marksOf(c)); diff != "" {
 		t.Errorf("marks mismatch (-want +got):\n%s", diff)
 	}
@@ -179,7 +179,7 @@ func TestSame(t *testing.T) {
 	marks := []Mark{{"m", "{pod} is m"}}
 	separate := []Avoid{{Mark: "m", Rule: "r"}}
 	spread := []Avoid{{Mark: "m", Rule: "s", TopologyKey: "zone", Weight: 2}}
-	base := NewClaims(origin, AllParts, slices.Clone(marks), separate, spread)
+	base := NewClaims(origin, AllParts, slices.Clone(marks), separate, spread, nil)
 	tests := []struct {
 		name string
 		a, b *Claims
@@ -189,18 +189,18 @@ func TestSame(t *testing.T) {
 		{"nil and claims", nil, base, false},
 		{"claims and nil", base, nil, false},
 		{"itself", base, base, true},
-		{"made again", base, NewClaims(origin, AllParts, slices.Clone(marks), slices.Clone(separate), slices.Clone(spread)), true},
-		{"another policy of the same revision", base, NewClaims(other, AllParts, slices.Clone(marks), separate, spread), false},
-		{"other parts evaluated", base, NewClaims(origin, MarksPart, slices.Clone(marks), separate, spread), false},
-		{"another mark", base, NewClaims(origin, AllParts, []Mark{{"n", "{pod} is m"}}, separate, spread), false},
-		{"another description", base, NewClaims(origin, AllParts, []Mark{{"m", "{pod} is n"}}, separate, spread), false},
-		{"no marks", base, NewClaims(origin, AllParts, nil, separate, spread), false},
-		{"another separate rule", base, NewClaims(origin, AllParts, slices.Clone(marks), []Avoid{{Mark: "m", Rule: "q"}}, spread), false},
-		{"no separate", base, NewClaims(origin, AllParts, slices.Clone(marks), nil, spread), false},
-		{"another spread weight", base, NewClaims(origin, AllParts, slices.Clone(marks), separate, []Avoid{{Mark: "m", Rule: "s", TopologyKey: "zone", Weight: 1}}), false},
-		{"another spread key", base, NewClaims(origin, AllParts, slices.Clone(marks), separate, []Avoid{{Mark: "m", Rule: "s", TopologyKey: "node", Weight: 2}}), false},
-		{"no spread", base, NewClaims(origin, AllParts, slices.Clone(marks), separate, nil), false},
-		{"nil and empty separate", NewClaims(origin, AvoidsPart, nil, nil, nil), NewClaims(origin, AvoidsPart, nil, []Avoid{}, nil), true},
+		{"made again", base, NewClaims(origin, AllParts, slices.Clone(marks), slices.Clone(separate), slices.Clone(spread), nil), true},
+		{"another policy of the same revision", base, NewClaims(other, AllParts, slices.Clone(marks), separate, spread, nil), false},
+		{"other parts evaluated", base, NewClaims(origin, MarksPart, slices.Clone(marks), separate, spread, nil), false},
+		{"another mark", base, NewClaims(origin, AllParts, []Mark{{"n", "{pod} is m"}}, separate, spread, nil), false},
+		{"another description", base, NewClaims(origin, AllParts, []Mark{{"m", "{pod} is n"}}, separate, spread, nil), false},
+		{"no marks", base, NewClaims(origin, AllParts, nil, separate, spread, nil), false},
+		{"another separate rule", base, NewClaims(origin, AllParts, slices.Clone(marks), []Avoid{{Mark: "m", Rule: "q"}}, spread, nil), false},
+		{"no separate", base, NewClaims(origin, AllParts, slices.Clone(marks), nil, spread, nil), false},
+		{"another spread weight", base, NewClaims(origin, AllParts, slices.Clone(marks), separate, []Avoid{{Mark: "m", Rule: "s", TopologyKey: "zone", Weight: 1}}, nil), false},
+		{"another spread key", base, NewClaims(origin, AllParts, slices.Clone(marks), separate, []Avoid{{Mark: "m", Rule: "s", TopologyKey: "node", Weight: 2}}, nil), false},
+		{"no spread", base, NewClaims(origin, AllParts, slices.Clone(marks), separate, nil, nil), false},
+		{"nil and empty separate", NewClaims(origin, AvoidsPart, nil, nil, nil, nil), NewClaims(origin, AvoidsPart, nil, []Avoid{}, nil, nil), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -222,10 +222,10 @@ func TestParts(t *testing.T) {
 		c                    *Claims
 		marks, avoids, avoid bool
 	}{
-		{"marks only", NewClaims(nil, MarksPart, nil, nil, nil), true, false, false},
-		{"avoids, none", NewClaims(nil, AvoidsPart, nil, nil, nil), false, true, false},
-		{"avoids, separate", NewClaims(nil, AvoidsPart, nil, []Avoid{{Mark: "m", Rule: "r"}}, nil), false, true, true},
-		{"all, spread", NewClaims(nil, AllParts, nil, nil, []Avoid{{Mark: "m", Rule: "r", TopologyKey: "k", Weight: 1}}), true, true, true},
+		{"marks only", NewClaims(nil, MarksPart, nil, nil, nil, nil), true, false, false},
+		{"avoids, none", NewClaims(nil, AvoidsPart, nil, nil, nil, nil), false, true, false},
+		{"avoids, separate", NewClaims(nil, AvoidsPart, nil, []Avoid{{Mark: "m", Rule: "r"}}, nil, nil), false, true, true},
+		{"all, spread", NewClaims(nil, AllParts, nil, nil, []Avoid{{Mark: "m", Rule: "r", TopologyKey: "k", Weight: 1}}, nil), true, true, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

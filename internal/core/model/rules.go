@@ -1,6 +1,10 @@
 package model
 
-import "k8s.io/apimachinery/pkg/types"
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+)
 
 // HostnameKey is the topology key that names a node: its domain is the node
 // itself, labelled or not.
@@ -24,6 +28,10 @@ func (d Domain) Holds(name string, labels map[string]string) bool {
 
 // OnNode reports whether d is the one node name.
 func (d Domain) OnNode() bool { return d.Key == HostnameKey }
+
+// KeyWord is a topology key's last word, as people name its domains:
+// "zone" for topology.kubernetes.io/zone.
+func KeyWord(key string) string { return key[strings.LastIndexByte(key, '/')+1:] }
 
 // String is the domain as a label selector says it (key=value).
 func (d Domain) String() string { return d.Key + "=" + d.Value }

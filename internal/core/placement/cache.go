@@ -46,9 +46,13 @@ type Cache struct {
 	factories []informers.SharedInformerFactory
 	pods      cache.SharedIndexInformer
 	nodes     cache.SharedIndexInformer
-	synced    []cache.InformerSynced
-	keyFunc   atomic.Pointer[KeyFunc]
-	clock     clock.WithTicker
+	// statefulSets, if set, gives the replicas of StatefulSets (Replicas);
+	// statefulSetsForbidden once the API server refused to list them.
+	statefulSets          cache.SharedIndexInformer
+	statefulSetsForbidden atomic.Bool
+	synced                []cache.InformerSynced
+	keyFunc               atomic.Pointer[KeyFunc]
+	clock                 clock.WithTicker
 	// onRelabel, if set, is told when a bound pod's description changes.
 	onRelabel func()
 	domains   domainCounts
@@ -102,8 +106,13 @@ func New(client kubernetes.Interface, keys KeyFunc, log logrus.FieldLogger, opts
 	// on it (a fake API server ignores field selectors).
 	podFactory, pods := podRecordInformer(client, boundPods, stripPod)
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(stripNode))
-	c := newCache(keys, log, opts)
-	c.factories = []informers.SharedInformerFactory{podFactory, nodeFactory}
+	setFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(stripStatefulSet))
+	sets := setFactory.Apps().V1().StatefulSets().Informer()
+	c := newCache(keys, log, append([]Option{WithStatefulSets(sets)}, opts...))
+	if err := sets.SetWatchErrorHandlerWithContext(c.statefulSetsError); err != nil {
+		return nil, fmt.Errorf("watching StatefulSets: %w", err)
+	}
+	c.factories = []informers.SharedInformerFactory{podFactory, nodeFactory, setFactory}
 	if err := c.feed(pods, nodeFactory.Core().V1().Nodes().Informer(), c.writer().handlers()); err != nil {
 		return nil, err
 	}
@@ -168,7 +177,12 @@ func (c *Cache) feed(pods, nodes cache.SharedIndexInformer, handler cache.Resour
 	if err != nil {
 		return fmt.Errorf("registering pod event handler: %w", err)
 	}
+	// StatefulSets are waited for too: a quorum judged before they are
+	// listed would take a group's size from its members alone.
 	c.synced = []cache.InformerSynced{reg.HasSynced, nodes.HasSynced}
+	if c.statefulSets != nil {
+		c.synced = append(c.synced, c.statefulSetsSynced)
+	}
 	return nil
 }
 

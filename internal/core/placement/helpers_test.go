@@ -40,7 +40,7 @@ func labelOf(p *model.Pod, key string) string {
 // roleClaims are the claims of a bound pod of role under origin: a mark
 // naming its role, so that a pod that changes role changes claims.
 func roleClaims(origin *model.Origin, role string) *model.Claims {
-	return model.NewClaims(origin, model.MarksPart, []model.Mark{{Token: "role=" + role, What: "{pod} is a " + role}}, nil, nil)
+	return model.NewClaims(origin, model.MarksPart, []model.Mark{{Token: "role=" + role, What: "{pod} is a " + role}}, nil, nil, nil)
 }
 
 // claimsView is what tests compare of claims: their origin's revision and
@@ -120,7 +120,8 @@ func startShared(t testing.TB, keys KeyFunc, log logrus.FieldLogger, objs ...kru
 func newShared(t testing.TB, client kubernetes.Interface, keys KeyFunc, log logrus.FieldLogger) (*Cache, informers.SharedInformerFactory) {
 	t.Helper()
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := NewFromInformers(factory.Core().V1().Pods().Informer(), factory.Core().V1().Nodes().Informer(), keys, quiet(log))
+	c, err := NewFromInformers(factory.Core().V1().Pods().Informer(), factory.Core().V1().Nodes().Informer(), keys, quiet(log),
+		WithStatefulSets(factory.Apps().V1().StatefulSets().Informer()))
 	if err != nil {
 		t.Fatalf("NewFromInformers() error = %v", err)
 	}

@@ -25,6 +25,7 @@ type podRecord struct {
 	resourceVersion string
 	labels          model.Labels
 	nodeName        string
+	statefulSet     string
 	priority        int32
 	// terminal: the pod succeeded or failed (the field selector keeps such
 	// pods out, but an update may still carry the phase before the delete).
@@ -64,19 +65,21 @@ func (r *podRecord) GetObjectMeta() metav1.Object {
 
 func (r *podRecord) pod() *model.Pod {
 	return &model.Pod{
-		Namespace: r.namespace,
-		Name:      r.name,
-		UID:       r.uid,
-		Labels:    r.labels,
-		Priority:  r.priority,
-		Node:      r.nodeName,
+		Namespace:   r.namespace,
+		Name:        r.name,
+		UID:         r.uid,
+		Labels:      r.labels,
+		Priority:    r.priority,
+		Node:        r.nodeName,
+		StatefulSet: r.statefulSet,
 	}
 }
 
 // samePlacement: nothing a policy reads differs between a and b.
 func samePlacement(a, b *podRecord) bool {
 	return a.uid == b.uid && a.nodeName == b.nodeName && a.terminal == b.terminal &&
-		a.otherScheduler == b.otherScheduler && a.priority == b.priority && a.labels == b.labels
+		a.otherScheduler == b.otherScheduler && a.priority == b.priority && a.labels == b.labels &&
+		a.statefulSet == b.statefulSet
 }
 
 // stripPod is the informer transform for pods: it keeps only what placement
@@ -108,6 +111,7 @@ func newPodRecord(p *corev1.Pod) *podRecord {
 		resourceVersion: p.ResourceVersion,
 		labels:          model.NewLabels(p.Labels),
 		nodeName:        unique.Make(p.Spec.NodeName).Value(),
+		statefulSet:     unique.Make(model.StatefulSetOf(p)).Value(),
 		priority:        prio,
 		terminal:        finished(p),
 	}

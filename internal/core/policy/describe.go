@@ -64,7 +64,7 @@ func (p *Policy) describe(ctx context.Context, d *description, pod *model.Pod) (
 		}
 		return nil
 	}
-	c, err := readClaims(p.origin, d.parts, part(d.marksAt), part(d.separateAt), part(d.spreadAt))
+	c, err := readClaims(p.origin, d.parts, part(d.marksAt), part(d.separateAt), part(d.spreadAt), part(d.capAt))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -167,7 +167,7 @@ func described(tb testing.TB, p *Policy, in *Input) *Input {
 		}
 		return &c
 	}
-	out := &Input{Pod: describe(in.Pod, p.DescribePending), Nodes: in.Nodes, Domains: in.Domains}
+	out := &Input{Pod: describe(in.Pod, p.DescribePending), Nodes: in.Nodes, Domains: in.Domains, Replicas: in.Replicas}
 	for _, peer := range in.Peers {
 		out.Peers = append(out.Peers, describe(peer, p.DescribePeer))
 	}

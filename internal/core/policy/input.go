@@ -16,31 +16,36 @@ type Input struct {
 	// Domains, if set, counts the domains of a topology key in the
 	// cluster; unset, every rule per domain is taken to be satisfiable.
 	Domains func(key string) int
+	// Replicas, if set, gives a StatefulSet's replicas, for the size of a
+	// group whose members it holds.
+	Replicas func(namespace, name string) (int, bool)
 }
 
-// Nodes is what a join reads of the cluster's nodes (implemented by
-// placement.Cache).
-type Nodes interface {
+// Cluster is what a join reads of the cluster beyond the pods: nodes and
+// StatefulSets (implemented by placement.Cache).
+type Cluster interface {
 	// NodeLabels returns a node's labels and whether the node is known.
 	NodeLabels(name string) (map[string]string, bool)
 	// Domains is how many domains of a topology key the known nodes make
 	// up (the distinct values of its label).
 	Domains(key string) int
+	// Replicas is a StatefulSet's desired replicas, and whether it is known.
+	Replicas(namespace, name string) (int, bool)
 }
 
 // NewInput is the input for pod among peers, with the labels of the
-// peers' nodes as nodes gives them; a node it does not know is left out.
-func NewInput(pod *model.Pod, peers []*model.Pod, nodes Nodes) *Input {
+// peers' nodes as c gives them; a node it does not know is left out.
+func NewInput(pod *model.Pod, peers []*model.Pod, c Cluster) *Input {
 	labels := make(map[string]map[string]string, len(peers))
 	for _, p := range peers {
 		if _, done := labels[p.Node]; done {
 			continue
 		}
-		if l, ok := nodes.NodeLabels(p.Node); ok {
+		if l, ok := c.NodeLabels(p.Node); ok {
 			labels[p.Node] = l
 		}
 	}
-	return &Input{Pod: pod, Peers: peers, Nodes: labels, Domains: nodes.Domains}
+	return &Input{Pod: pod, Peers: peers, Nodes: labels, Domains: c.Domains, Replicas: c.Replicas}
 }
 
 // podInput is {pod} for the rules that look at one pod.

@@ -51,6 +51,7 @@ func (p *Policy) joinClaims(ctx context.Context, in *Input, soft bool) ([]model.
 	}
 	var cs []model.Conflict
 	var ps []model.Penalty
+	holders := make([][]holder, len(mine.Caps()))
 	for _, peer := range in.Peers {
 		if peer.Node == "" || peer.UID == in.Pod.UID {
 			continue
@@ -61,6 +62,11 @@ func (p *Policy) joinClaims(ctx context.Context, in *Input, soft bool) ([]model.
 		}
 		if theirs == nil {
 			continue
+		}
+		for i, c := range mine.Caps() {
+			if what, ok := theirs.What(c.Mark); ok {
+				holders[i] = append(holders[i], holder{peer, what})
+			}
 		}
 		for _, s := range mine.Separate() {
 			what, ok := theirs.What(s.Mark)
@@ -93,6 +99,9 @@ func (p *Policy) joinClaims(ctx context.Context, in *Input, soft bool) ([]model.
 			ps = append(ps, model.Penalty{TopologyKey: s.TopologyKey, Value: d.Value, Weight: s.Weight, Rule: s.Rule, Peer: peer.UID})
 		}
 	}
+	for i, c := range mine.Caps() {
+		cs = in.capConflicts(cs, c, holders[i])
+	}
 	return canonicalConflicts(cs), canonicalPenalties(ps), nil
 }
 
@@ -122,8 +131,7 @@ func reason(what, peer string, d model.Domain) string {
 	if d.OnNode() {
 		return what
 	}
-	word := d.Key[strings.LastIndexByte(d.Key, '/')+1:]
-	return strings.Replace(what, "on this node", "in "+word+" "+d.Value, 1)
+	return strings.Replace(what, "on this node", "in "+model.KeyWord(d.Key)+" "+d.Value, 1)
 }
 
 // claimsOf returns the claims of pod under p with parts: those Describe kept
@@ -167,11 +175,12 @@ func canonicalPenalties(ps []model.Penalty) []model.Penalty {
 //	marks: {token: description}
 //	separate: [{mark, rule, topology_key}]
 //	spread: [{mark, rule, topology_key, weight}]
+//	cap: [{mark, rule, topology_key, max | quorum, size}] (readCaps)
 //
 // where separate and spread are arrays or sets and every field but weight
 // (default 1) and separate's topology_key (default kubernetes.io/hostname)
 // is required.
-func readClaims(origin *model.Origin, parts model.Parts, marks, separate, spread *ast.Term) (*model.Claims, error) {
+func readClaims(origin *model.Origin, parts model.Parts, marks, separate, spread, caps *ast.Term) (*model.Claims, error) {
 	var ms []model.Mark
 	if marks != nil {
 		obj, ok := marks.Value.(ast.Object)
@@ -200,7 +209,11 @@ func readClaims(origin *model.Origin, parts model.Parts, marks, separate, spread
 	if err != nil {
 		return nil, err
 	}
-	return model.NewClaims(origin, parts, ms, sep, spr), nil
+	cp, err := readCaps(caps)
+	if err != nil {
+		return nil, err
+	}
+	return model.NewClaims(origin, parts, ms, sep, spr, cp), nil
 }
 
 func readAvoids(t *ast.Term, field string, soft bool) ([]model.Avoid, error) {

@@ -7,8 +7,9 @@
 //	rule                                  input    result
 //	data.regosched.peer_keys             {pod}    set of group keys: pods that share one are peers
 //	data.regosched.claims                {pod}    {marks: {token: description},
-//	                                                separate: [{mark, rule}],
-//	                                                spread: [{mark, rule, topology_key, weight}]}
+//	                                                separate: [{mark, rule, topology_key}],
+//	                                                spread: [{mark, rule, topology_key, weight}],
+//	                                                cap: [{mark, rule, topology_key, max | quorum, size}]}
 //	data.regosched.preemption.protected  {pod}    true: never evict this pod (optional)
 //	data.regosched.unprotected           {pod}    set of {reason, message}: why no hard rule protects the pod (optional)
 //	data.regosched.live.roles            {pod}    set of {workload, source, port_names, port}: ask the pod for its role (optional)
@@ -87,10 +88,10 @@ type description struct {
 	query *rego.PreparedEvalQuery
 	rules string // what query evaluates, for errors
 	parts model.Parts
-	// marksAt, separateAt, spreadAt: the index of each part in the answer,
-	// 0 when not asked for.
-	marksAt, separateAt, spreadAt int
-	n                             int
+	// marksAt, separateAt, spreadAt, capAt: the index of each part in the
+	// answer, 0 when not asked for.
+	marksAt, separateAt, spreadAt, capAt int
+	n                                    int
 }
 
 // Compile compiles b, prepares its entry points and evaluates each once on a
@@ -183,7 +184,7 @@ func prepareDescription(ctx context.Context, c *ast.Compiler, store storage.Stor
 		name string
 		part model.Parts
 		at   *int
-	}{{"marks", model.MarksPart, &d.marksAt}, {"separate", model.AvoidsPart, &d.separateAt}, {"spread", model.AvoidsPart, &d.spreadAt}} {
+	}{{"marks", model.MarksPart, &d.marksAt}, {"separate", model.AvoidsPart, &d.separateAt}, {"spread", model.AvoidsPart, &d.spreadAt}, {"cap", model.AvoidsPart, &d.capAt}} {
 		if parts&part.part == 0 {
 			continue
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
-	"k8s.io/apimachinery/pkg/runtime"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
@@ -69,14 +69,13 @@ func TestConformance(t *testing.T) {
 // server.
 func conformanceDecider(t *testing.T, pol *policy.Policy, tc judgetest.Case) *Decider {
 	t.Helper()
-	var objs []runtime.Object
-	for _, n := range tc.Nodes {
-		objs = append(objs, n)
-	}
-	for _, p := range tc.Bound {
-		p = p.DeepCopy()
-		p.Spec.SchedulerName = testScheduler
-		objs = append(objs, p)
+	objs := tc.Objects()
+	for i, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			p = p.DeepCopy()
+			p.Spec.SchedulerName = testScheduler
+			objs[i] = p
+		}
 	}
 	pending := tc.Pending.DeepCopy()
 	pending.Spec.SchedulerName = testScheduler

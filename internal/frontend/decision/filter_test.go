@@ -419,3 +419,31 @@ func counter(t *testing.T, g prometheus.Gatherer, name, label, value string) flo
 	}
 	return 0
 }
+
+// TestFilterFullNodesPerZone: with full nodes in the request, a node the
+// cache does not hold yet is put in its zone by the request's labels: a
+// rule per zone holds there too.
+func TestFilterFullNodesPerZone(t *testing.T) {
+	d, _ := newDecider(t, []*model.Pod{
+		fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Node("node-1").Model(),
+	}, prometheus.NewRegistry())
+	nodes := &v1.NodeList{Items: []v1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "node-3", Labels: zones["node-3"]}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "node-new", Labels: zones["node-1"]}}, // zone-a, not in the cache yet
+	}}
+	got, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{
+		Pod: pendingPod(fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Model()), Nodes: nodes,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &extenderv1.ExtenderFilterResult{
+		Nodes: &v1.NodeList{Items: nodes.Items[:1]},
+		FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
+			"node-new": "redis: master shop/cache-0-master of cluster cache (shard 0) already in zone zone-a",
+		},
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("Filter() mismatch (-want +got):\n%s", diff)
+	}
+}

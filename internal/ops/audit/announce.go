@@ -67,7 +67,7 @@ func (a *Auditor) announce(all []collected, skipped []string) {
 			}
 			n := byPod[s.pod]
 			if n == nil {
-				n = &news{pod: pod, node: c.found.node}
+				n = &news{pod: pod, node: pod.Node}
 				byPod[s.pod] = n
 			}
 			n.entries = append(n.entries, newsEntry{rule: s.rule, peer: peer, reason: c.found.reasons[i]})

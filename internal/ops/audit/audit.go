@@ -75,7 +75,7 @@ type Placements interface {
 	Indexed() []placement.Indexed
 	// Peers returns the bound pods that share a key with the pod self.
 	Peers(keys []string, self types.UID) []*model.Pod
-	policy.Nodes
+	policy.Cluster
 }
 
 // Config configures an Auditor.

@@ -132,6 +132,19 @@ func TestRun(t *testing.T) {
 					Rule: "redis-masters", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-2", "shop/cache-4"},
 					Reason: "redis: master shop/cache-4 of cluster cache already on this node",
 				},
+				// Three masters over three zones may hold one per zone: zone-0 holds all three.
+				{
+					Rule: "redis-masters-quorum", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-2"},
+					Reason: "redis: master shop/cache-2 of cluster cache already in zone zone-0: 2 of 3 there, fewer than half may be",
+				},
+				{
+					Rule: "redis-masters-quorum", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-4"},
+					Reason: "redis: master shop/cache-4 of cluster cache already in zone zone-0: 2 of 3 there, fewer than half may be",
+				},
+				{
+					Rule: "redis-masters-quorum", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-2", "shop/cache-4"},
+					Reason: "redis: master shop/cache-4 of cluster cache already in zone zone-0: 2 of 3 there, fewer than half may be",
+				},
 			},
 		},
 		{
@@ -341,3 +354,4 @@ func (emptyCache) Indexed() []placement.Indexed                { return nil }
 func (emptyCache) Peers([]string, types.UID) []*model.Pod      { return nil }
 func (emptyCache) Domains(string) int                          { return 0 }
 func (emptyCache) NodeLabels(string) (map[string]string, bool) { return nil, false }
+func (emptyCache) Replicas(string, string) (int, bool)         { return 0, false }

@@ -29,7 +29,6 @@ type pairKey struct{ rule, a, b string }
 // found is a violation being collected: its pods, and the reason each side
 // gave (the reason for pods[0] names pods[1], and the other way round).
 type found struct {
-	node    string
 	pods    [2]*model.Pod
 	reasons [2]string
 }
@@ -86,21 +85,23 @@ type collected struct {
 // number of pods looked at, and the pods it could not judge.
 func (a *Auditor) pass(ctx context.Context, pol *policy.Policy) ([]collected, int, []string, error) {
 	indexed := a.cache.Indexed()
-	// A conflict on a pod's node needs a peer on that node, and a peer
-	// shares a group: count the pods of each group on each node, so that
-	// only pods sharing both with another are judged.
-	type slot struct{ key, node string }
-	crowd := make(map[slot]int, len(indexed))
+	// A conflict needs a peer, and a peer shares a group: count the bound
+	// pods of each group, so that only pods sharing one with another are
+	// judged. Per group, not per node: a rule per zone, or a quorum, is
+	// broken by peers on other nodes.
+	crowd := make(map[string]int, len(indexed))
 	for _, x := range indexed {
-		for _, k := range x.Keys {
-			crowd[slot{k, x.Pod.Node}]++
+		if x.Pod.Node != "" {
+			for _, k := range x.Keys {
+				crowd[k]++
+			}
 		}
 	}
 	// The suspects are listed before any is judged, so that progress can
 	// be told as a share of them.
 	var suspects []*model.Pod
 	for _, x := range indexed {
-		if x.Pod.Node != "" && slices.ContainsFunc(x.Keys, func(k string) bool { return crowd[slot{k, x.Pod.Node}] > 1 }) {
+		if x.Pod.Node != "" && slices.ContainsFunc(x.Keys, func(k string) bool { return crowd[k] > 1 }) {
 			suspects = append(suspects, x.Pod)
 		}
 	}
@@ -167,7 +168,7 @@ func (a *Auditor) judge(ctx context.Context, pol *policy.Policy, pod *model.Pod,
 		k, side := keyOf(c.Rule, pod, peer)
 		f := byKey[k]
 		if f == nil {
-			f = &found{node: pod.Node}
+			f = &found{}
 			f.pods[side], f.pods[1-side] = pod, peer
 			byKey[k] = f
 		}
@@ -190,8 +191,11 @@ func keyOf(rule string, pod, peer *model.Pod) (pairKey, int) {
 	return pairKey{rule: rule, a: a, b: b}, 0
 }
 
+// violation is the violation f found: on the node of its first pod (by
+// name), whichever was judged first, so that a pair on two nodes of one
+// zone is reported alike by every pass.
 func (f *found) violation(k pairKey) Violation {
-	v := Violation{Rule: k.rule, Namespace: f.pods[0].Namespace, Node: f.node, Pods: []string{k.a, k.b}, Reason: f.reasons[0]}
+	v := Violation{Rule: k.rule, Namespace: f.pods[0].Namespace, Node: f.pods[0].Node, Pods: []string{k.a, k.b}, Reason: f.reasons[0]}
 	if v.Reason == "" {
 		v.Reason = f.reasons[1]
 	}

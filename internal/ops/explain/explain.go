@@ -190,7 +190,7 @@ func (e *Explainer) Explain(ctx context.Context, pod *corev1.Pod) (*Report, erro
 	if err != nil {
 		return nil, fmt.Errorf("peer keys of %s: %w", self.Key(), err)
 	}
-	why, err := pol.Unprotected(ctx, self)
+	why, err := judge.Unprotected(ctx, pol, cache, self)
 	if err != nil {
 		return nil, fmt.Errorf("protection of %s: %w", self.Key(), err)
 	}

@@ -60,6 +60,13 @@ func explain(t *testing.T, pol *policy.Policy, pod *corev1.Pod, objs ...runtime.
 
 func score(s int64) *int64 { return &s }
 
+// The redis-masters-quorum reasons of a third master of shop's cluster
+// "cache": zones a and c already hold one master each, of three.
+const (
+	quorumA = "redis: master shop/cache-0-master of cluster cache already in zone zone-a: 1 of 3 there, fewer than half may be"
+	quorumC = "redis: master shop/cache-1-master of cluster cache already in zone zone-c: 1 of 3 there, fewer than half may be"
+)
+
 // shop holds one Redis cluster "cache": shard 0's master on node-1 (low
 // priority) and replica on node-2, shard 1's master on node-3 (high
 // priority).
@@ -96,12 +103,31 @@ func TestExplain(t *testing.T) {
 					peer("cache-0-replica", "replica", "0", "node-2", 0),
 					peer("cache-1-master", "master", "1", "node-3", 1000),
 				},
-				Scored: true,
+				// Only node-2 passes: no preference left to express.
+				Scored: false,
 				Nodes: []NodeResult{
-					// Lower priority than the pod: preemption may help.
-					{Node: "node-1", Verdict: Unresolvable, Reason: "redis: master shop/cache-0-master of cluster cache already on this node", Denials: []Denial{{Rule: "redis-masters", Peer: "shop/cache-0-master", Reason: "redis: master shop/cache-0-master of cluster cache already on this node"}}},
-					{Node: "node-3", Verdict: Unresolvable, Reason: "redis: master shop/cache-1-master of cluster cache already on this node", Denials: []Denial{{Rule: "redis-masters", Peer: "shop/cache-1-master", Reason: "redis: master shop/cache-1-master of cluster cache already on this node"}}},
-					{Node: "node-4", Verdict: OK, Score: score(10)},
+					// Three masters (the pod counted) over zones a, b and c: a
+					// quorum lets each zone hold one, so zone-a (node-1, node-4)
+					// and zone-c (node-3) are full; masters are protected, so
+					// preemption cannot help.
+					{
+						Node: "node-1", Verdict: Unresolvable,
+						Reason: quorumA + "; redis: master shop/cache-0-master of cluster cache already on this node",
+						Denials: []Denial{
+							{Rule: "redis-masters", Peer: "shop/cache-0-master", Reason: "redis: master shop/cache-0-master of cluster cache already on this node"},
+							{Rule: "redis-masters-quorum", Peer: "shop/cache-0-master", Reason: quorumA},
+						},
+					},
+					{
+						Node: "node-3", Verdict: Unresolvable,
+						Reason: quorumC + "; redis: master shop/cache-1-master of cluster cache already on this node",
+						Denials: []Denial{
+							{Rule: "redis-masters", Peer: "shop/cache-1-master", Reason: "redis: master shop/cache-1-master of cluster cache already on this node"},
+							{Rule: "redis-masters-quorum", Peer: "shop/cache-1-master", Reason: quorumC},
+						},
+					},
+					// In zone-a with cache-0-master, though not on its node.
+					{Node: "node-4", Verdict: Unresolvable, Reason: quorumA, Denials: []Denial{{Rule: "redis-masters-quorum", Peer: "shop/cache-0-master", Reason: quorumA}}},
 					// A peer of the cluster on it: spread.
 					{Node: "node-2", Verdict: OK, Score: score(0)},
 				},
@@ -199,12 +225,13 @@ Peer keys: redis/shop/cache
 Peers:     shop/cache-0-master on node-1
            shop/cache-0-replica on node-2
            shop/cache-1-master on node-3
-Nodes:     4: 2 ok, 0 failed, 2 unresolvable
+Nodes:     4: 1 ok, 0 failed, 3 unresolvable
+Scores:    no preference among the nodes that pass: every one scores 0
 
 NODE    VERDICT       SCORE  REASON
-node-1  unresolvable  -      redis: master shop/cache-0-master of cluster cache already on this node
-node-3  unresolvable  -      redis: master shop/cache-1-master of cluster cache already on this node
-node-4  ok            10
+node-1  unresolvable  -      ` + quorumA + `; redis: master shop/cache-0-master of cluster cache already on this node
+node-3  unresolvable  -      ` + quorumC + `; redis: master shop/cache-1-master of cluster cache already on this node
+node-4  unresolvable  -      ` + quorumA + `
 node-2  ok            0
 `
 	if diff := cmp.Diff(want, b.String()); diff != "" {
@@ -250,12 +277,16 @@ func TestRenderJSON(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &raw); err != nil {
 		t.Fatal(err)
 	}
+	// node-1 breaks redis-masters-quorum too: zone-a holds one of three masters.
 	if diff := cmp.Diff(map[string]any{
-		"node": "node-1", "verdict": "unresolvable", "reason": "redis: master shop/cache-0-master of cluster cache already on this node",
-		"denials": []any{map[string]any{
-			"rule": "redis-masters", "peer": "shop/cache-0-master",
-			"reason": "redis: master shop/cache-0-master of cluster cache already on this node",
-		}},
+		"node": "node-1", "verdict": "unresolvable", "reason": quorumA + "; redis: master shop/cache-0-master of cluster cache already on this node",
+		"denials": []any{
+			map[string]any{
+				"rule": "redis-masters", "peer": "shop/cache-0-master",
+				"reason": "redis: master shop/cache-0-master of cluster cache already on this node",
+			},
+			map[string]any{"rule": "redis-masters-quorum", "peer": "shop/cache-0-master", "reason": quorumA},
+		},
 	}, raw.Nodes[0]); diff != "" {
 		t.Errorf("first node in JSON mismatch (-want +got):\n%s", diff)
 	}

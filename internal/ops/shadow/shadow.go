@@ -67,7 +67,7 @@ type Config struct {
 	Policies Policies
 	// Nodes gives a node's labels and a key's domains, as the active
 	// judgement reads them.
-	Nodes policy.Nodes
+	Nodes policy.Cluster
 	// Workers judge the queue; default DefaultWorkers.
 	Workers int
 	// Queue bounds the requests waiting; default DefaultQueue.

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/regosched/regosched/internal/core/judge"
 	"github.com/regosched/regosched/internal/core/model"
 	"github.com/regosched/regosched/internal/core/policy"
 	"github.com/regosched/regosched/internal/ops/audit"
@@ -264,7 +265,8 @@ func casePod(snap *snapshot.Snapshot, c Case) (*corev1.Pod, error) {
 }
 
 // runAudit audits the snapshot's bound pods in cache as `regosched audit`
-// does, and asks the policy why the listed pods are not protected.
+// does, and asks why the listed pods are not protected (the policy's
+// reasons and the cluster's: judge.Unprotected).
 func runAudit(ctx context.Context, snap *snapshot.Snapshot, cache audit.Placements, want AuditExpect, opts Options) CaseResult {
 	cr := CaseResult{Name: AuditCase, Checks: []Check{}}
 	if want.Violations != nil {
@@ -296,7 +298,7 @@ func runAudit(ctx context.Context, snap *snapshot.Snapshot, cache audit.Placemen
 			cr.Error = fmt.Sprintf("audit.unprotected: pod %s/%s is not in the snapshot", ns, name)
 			return cr
 		}
-		why, err := opts.Policy.Unprotected(ctx, model.PodFromObject(pod))
+		why, err := judge.Unprotected(ctx, opts.Policy, cache, model.PodFromObject(pod))
 		if err != nil {
 			cr.Error = err.Error()
 			return cr

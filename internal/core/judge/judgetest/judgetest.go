@@ -7,8 +7,10 @@
 package judgetest
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -41,6 +43,8 @@ type Case struct {
 	// caught up with, by name: nil when the pod is deleted. The plugin's
 	// scheduler snapshot has this view too; the cache does not.
 	Now map[string]*corev1.Pod
+	// StatefulSets are those of the API server: the size of a quorum's group.
+	StatefulSets []*appsv1.StatefulSet
 	// Pending is the pod to place; it exists in the API server as a
 	// pending pod of the profile.
 	Pending *corev1.Pod
@@ -78,6 +82,27 @@ func threeZones() []*corev1.Node {
 		fixture.MakeNode().Name("n2").Hostname().Zone("zone-a").Obj(),
 		fixture.MakeNode().Name("n3").Hostname().Zone("zone-b").Obj(),
 	}
+}
+
+// fourNodesThreeZones: n1 and n2 in zone-a, n3 in zone-b, n4 in zone-c.
+func fourNodesThreeZones() []*corev1.Node {
+	return append(threeZones(), fixture.MakeNode().Name("n4").Hostname().Zone("zone-c").Obj())
+}
+
+// Objects are what the API server holds for tc besides its pending pod:
+// nodes, StatefulSets and bound pods, in that order.
+func (tc Case) Objects() []runtime.Object {
+	var objs []runtime.Object
+	for _, n := range tc.Nodes {
+		objs = append(objs, n)
+	}
+	for _, s := range tc.StatefulSets {
+		objs = append(objs, s)
+	}
+	for _, p := range tc.Bound {
+		objs = append(objs, p)
+	}
+	return objs
 }
 
 func oneNode() []*corev1.Node {
@@ -161,6 +186,51 @@ func Cases() []Case {
 			Want:    map[string]Outcome{"n1": Unresolvable, "n2": Preemptible, "n3": Pass},
 		},
 		{
+			// zone-a holds the master: n2 too, and the master stands
+			// elsewhere, so no preemption on n2 can help.
+			Name: "a replica stays out of its master's zone", Nodes: fourNodesThreeZones(),
+			Bound:     []*corev1.Pod{master1},
+			Pending:   fixture.MakePod().Namespace(Namespace).Name("cache-1-replica").Redis("cache", "replica", "1").Priority(1000).Obj(),
+			Want:      map[string]Outcome{"n1": Unresolvable, "n2": Unresolvable, "n3": Pass, "n4": Pass},
+			Penalties: map[string]float64{"n1": 3, "n2": 2},
+		},
+		{
+			Name: "a replica in the zone is no victim for its master on another node of it", Nodes: fourNodesThreeZones(),
+			Bound:     []*corev1.Pod{fixture.MakePod().Namespace(Namespace).Name("cache-2-replica").Redis("cache", "replica", "2").Node("n2").Obj()},
+			Pending:   fixture.MakePod().Namespace(Namespace).Name("cache-2-master").Redis("cache", "master", "2").Priority(1000).Obj(),
+			Want:      map[string]Outcome{"n1": Unresolvable, "n2": Preemptible, "n3": Pass, "n4": Pass},
+			Penalties: map[string]float64{"n1": 2, "n2": 3},
+		},
+		{
+			// Three masters: a zone may hold one (fewer than half).
+			Name: "a third master stays out of the zones that hold one", Nodes: fourNodesThreeZones(),
+			Bound: []*corev1.Pod{
+				master1, fixture.MakePod().Namespace(Namespace).Name("cache-3-master").Redis("cache", "master", "3").Node("n3").Obj(),
+			},
+			Pending:   fixture.MakePod().Namespace(Namespace).Name("cache-2-master").Redis("cache", "master", "2").Obj(),
+			Want:      map[string]Outcome{"n1": Unresolvable, "n2": Unresolvable, "n3": Unresolvable, "n4": Pass},
+			Penalties: map[string]float64{"n1": 1, "n3": 1},
+		},
+		{
+			// Its StatefulSet says three: the second may not join the first's zone.
+			Name: "a second master-eligible pod of a StatefulSet of three stays out of the first's zone", Nodes: fourNodesThreeZones(),
+			StatefulSets: []*appsv1.StatefulSet{esMasters(3)},
+			Bound:        []*corev1.Pod{fixture.MakePod().Namespace(Namespace).Name("es-master-0").Elasticsearch("es", "master").StatefulSet("es-master", "uid-es-master").Node("n1").Obj()},
+			Pending:      fixture.MakePod().Namespace(Namespace).Name("es-master-1").Elasticsearch("es", "master").StatefulSet("es-master", "uid-es-master").Obj(),
+			Want:         map[string]Outcome{"n1": Unresolvable, "n2": Unresolvable, "n3": Pass, "n4": Pass},
+			Penalties:    map[string]float64{"n1": 1},
+		},
+		{
+			// Over zones no placement can keep a majority through: placed, and reported.
+			Name: "three masters over two zones: the quorum refuses nothing", Nodes: threeZones(),
+			Bound: []*corev1.Pod{
+				master1, fixture.MakePod().Namespace(Namespace).Name("cache-3-master").Redis("cache", "master", "3").Node("n3").Obj(),
+			},
+			Pending:   fixture.MakePod().Namespace(Namespace).Name("cache-2-master").Redis("cache", "master", "2").Obj(),
+			Want:      map[string]Outcome{"n1": Unresolvable, "n2": Pass, "n3": Unresolvable},
+			Penalties: map[string]float64{"n1": 1, "n3": 1},
+		},
+		{
 			Name: "a peer deleted that the cache still holds does not count", Nodes: oneNode(),
 			Bound:   []*corev1.Pod{esData0},
 			Now:     map[string]*corev1.Pod{"es-data-0": nil},
@@ -204,6 +274,14 @@ func Cases() []Case {
 			Pending: fixture.MakePod().Namespace(Namespace).Name("es-data-1").Elasticsearch("es", "data").Obj(),
 			Want:    map[string]Outcome{"n1": Unresolvable},
 		},
+	}
+}
+
+// esMasters is StatefulSet es-master of replicas pods.
+func esMasters(replicas int32) *appsv1.StatefulSet {
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "es-master", UID: "uid-es-master"},
+		Spec:       appsv1.StatefulSetSpec{Replicas: &replicas},
 	}
 }
 

@@ -1,0 +1,96 @@
+package localstack
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/regosched/regosched/test/fixture"
+	"github.com/regosched/regosched/test/localcluster"
+)
+
+// ZoneViolations lists the default policy's hard rules per zone that the
+// bound pods break, zones read from zoneOf (node -> zone; a node without
+// one is in none), restated in plain Go as Violations restates the rules
+// per node:
+//
+//   - a Redis master and a replica of the same shard of a cluster in one zone;
+//   - a zone holding half or more of a cluster's Redis masters, or of its
+//     Elasticsearch master pods, where the zones there are could hold fewer
+//     than half each (three or more members, zones * floor((n-1)/2) >= n).
+//
+// The size of a group is its members counted: StatefulSets are not read.
+func ZoneViolations(pods []corev1.Pod, zoneOf map[string]string) []string {
+	type member struct{ ns, cluster, app string }
+	zones := map[string]bool{}
+	for _, z := range zoneOf {
+		zones[z] = true
+	}
+	masters := map[member]map[string][]string{} // zone -> pods
+	byShard := map[string][]*corev1.Pod{}       // ns/cluster/shard/zone -> pods
+	for i := range pods {
+		p := &pods[i]
+		zone := zoneOf[p.Spec.NodeName]
+		if !occupiesNode(p) || p.Labels[fixture.LabelInstance] == "" || zone == "" {
+			continue
+		}
+		app, r := p.Labels[fixture.LabelName], role(p.Labels)
+		m := member{p.Namespace, p.Labels[fixture.LabelInstance], app}
+		if r == "master" && (app == "redis" || app == "elasticsearch") {
+			if masters[m] == nil {
+				masters[m] = map[string][]string{}
+			}
+			masters[m][zone] = append(masters[m][zone], p.Name)
+		}
+		if app == "redis" && (r == "master" || r == "replica") {
+			k := fmt.Sprintf("%s/%s/%s/%s", p.Namespace, m.cluster, p.Labels[fixture.LabelShard], zone)
+			byShard[k] = append(byShard[k], p)
+		}
+	}
+	var out []string
+	for k, group := range byShard {
+		for i, a := range group {
+			for _, b := range group[i+1:] {
+				if role(a.Labels) != role(b.Labels) {
+					out = append(out, fmt.Sprintf("zone of %s: %s/%s and %s/%s (redis master and replica of a shard)", k, a.Namespace, a.Name, b.Namespace, b.Name))
+				}
+			}
+		}
+	}
+	for m, byZone := range masters {
+		n := 0
+		for _, names := range byZone {
+			n += len(names)
+		}
+		limit := (n - 1) / 2
+		if n < 3 || len(zones)*limit < n {
+			continue // no placement keeps a majority: nothing to break
+		}
+		for zone, names := range byZone {
+			if len(names) > limit {
+				slices.Sort(names)
+				out = append(out, fmt.Sprintf("zone %s: %d of the %d %s masters of %s/%s (%v): half or more", zone, len(names), n, m.app, m.ns, m.cluster, names))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// zones maps every node of the cluster to its zone label.
+func (s *Stack) zones(ctx context.Context) (map[string]string, error) {
+	list, err := s.Client().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	out := make(map[string]string, len(list.Items))
+	for _, n := range list.Items {
+		if z, ok := n.Labels[localcluster.LabelZone]; ok {
+			out[n.Name] = z
+		}
+	}
+	return out, nil
+}
