@@ -73,7 +73,7 @@ func TestZonesInThePlugin(t *testing.T) {
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, waitLimit, true, func(context.Context) (bool, error) {
 		return failedScheduling(t, client, second) != "", nil
 	})
-	if reason := failedScheduling(t, client, second); err != nil || !strings.Contains(reason, "1 of 3 there, fewer than half may be") {
+	if reason := failedScheduling(t, client, second); err != nil || !strings.Contains(reason, "with this pod 2 of 3 there, fewer than half may be") {
 		t.Errorf("logs-master-1's FailedScheduling %q (%v) does not name the quorum of 3", reason, err)
 	}
 	staysPending(t, client, second)

@@ -116,6 +116,20 @@ func (pl *Regosched) prefilter(ctx context.Context, pod *v1.Pod) (*state, error)
 	if err != nil {
 		return nil, err
 	}
+	if f.Verdict.PerDomain() && pl.snapshot != nil {
+		// Filter decides node by node: whether the rules per zone would
+		// leave the pod nowhere is asked of every node now, only when such
+		// a rule refuses any.
+		if infos, err := pl.snapshot.NodeInfos().List(); err == nil {
+			names := make([]string, len(infos))
+			for i, ni := range infos {
+				names[i] = ni.Node().Name
+			}
+			if f.Verdict.YieldZones(names, func(i int, _ string) map[string]string { return infos[i].Node().Labels }) {
+				pl.log.WithField("pod", f.Subject.Pod.Key()).Info("every node refused, some by rules per zone alone: those rules yield")
+			}
+		}
+	}
 	return &state{filtered: f, subject: f.Subject}, nil
 }
 

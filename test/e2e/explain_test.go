@@ -21,20 +21,22 @@ import (
 	"github.com/regosched/regosched/test/fixture"
 )
 
-// `regosched explain`, the binary, against the real API server: two Redis
-// masters and the replica of shard 2 placed by the real scheduler, then the
-// master of shard 2 (not created) explained from a YAML file. Its verdicts
-// are those the extender gives (the three occupied nodes refused with the
-// rules' reasons), its scores prefer the zones without a member of its
-// shard, and a kubeconfig pointing nowhere fails fast with the cause.
+// `regosched explain`, the binary, against the real API server: the Redis
+// master and replica of shard 0 and the replica of shard 2 placed by the
+// real scheduler, then the master of shard 2 (not created) explained from
+// a YAML file. Its verdicts are those the extender gives (master 0's node
+// and the replica's zone refused with the rules' reasons), its scores
+// prefer the nodes without a member, and a kubeconfig pointing nowhere
+// fails fast with the cause.
 func TestExplainCommand(t *testing.T) {
 	const ns = "e2e-explain"
 	ctx := setup(t, ns)
-	two := nodes(t, ctx, 3)[:2]
-	third := nodes(t, ctx, 3)[2]
-	m0 := place(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-0-master").Redis("cache", "master", "0").Schedulable().OnNodes(two...).Obj())
-	m1 := place(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-1-master").Redis("cache", "master", "1").Schedulable().OnNodes(two...).Obj())
-	r2 := place(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-2-replica").Redis("cache", "replica", "2").Schedulable().OnNodes(third).Obj())
+	three := nodes(t, ctx, 3) // zones a, b, c
+	// Two masters in all (no quorum to keep: a group of two has no
+	// majority to lose), another shard's replica, and shard 2's replica.
+	m0 := place(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-0-master").Redis("cache", "master", "0").Schedulable().OnNodes(three[0]).Obj())
+	r0 := place(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-0-replica").Redis("cache", "replica", "0").Schedulable().OnNodes(three[1]).Obj())
+	r2 := place(t, ctx, fixture.MakePod().Namespace(ns).Name("cache-2-replica").Redis("cache", "replica", "2").Schedulable().OnNodes(three[2]).Obj())
 	if err := stack.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -97,34 +99,40 @@ func TestExplainCommand(t *testing.T) {
 	for _, n := range nodeList.Items {
 		zoneOf[n.Name] = n.Labels["topology.kubernetes.io/zone"]
 	}
-	refused := map[string]explain.Denial{
-		m0: {Rule: "redis-masters", Peer: ns + "/cache-0-master", Reason: "redis: master " + ns + "/cache-0-master of cluster cache already on this node"},
-		m1: {Rule: "redis-masters", Peer: ns + "/cache-1-master", Reason: "redis: master " + ns + "/cache-1-master of cluster cache already on this node"},
-		r2: {Rule: "redis-master-replica", Peer: ns + "/cache-2-replica", Reason: "redis: replica " + ns + "/cache-2-replica of cluster cache (shard 2) already on this node"},
-	}
+	masters := explain.Denial{Rule: "redis-masters", Peer: ns + "/cache-0-master", Reason: "redis: master " + ns + "/cache-0-master of cluster cache already on this node"}
+	replica := explain.Denial{Rule: "redis-master-replica", Peer: ns + "/cache-2-replica", Reason: "redis: replica " + ns + "/cache-2-replica of cluster cache (shard 2) already on this node"}
+	replicaZone := explain.Denial{Rule: "redis-master-replica-zones", Peer: ns + "/cache-2-replica",
+		Reason: "redis: replica " + ns + "/cache-2-replica of cluster cache (shard 2) already in zone " + zoneOf[r2]}
 	got := map[string]explain.NodeResult{}
 	for _, n := range report.Nodes {
 		got[n.Node] = n
 	}
 	want := map[string]explain.NodeResult{}
 	for name, zone := range zoneOf {
-		if d, ok := refused[name]; ok {
-			// Equal priorities: preemption cannot help.
-			want[name] = explain.NodeResult{Node: name, Verdict: explain.Unresolvable, Reason: d.Reason, Denials: []explain.Denial{d}}
-			continue
+		// Equal priorities: preemption cannot help.
+		switch {
+		case name == m0:
+			want[name] = explain.NodeResult{Node: name, Verdict: explain.Unresolvable, Reason: masters.Reason, Denials: []explain.Denial{masters}}
+		case name == r2:
+			want[name] = explain.NodeResult{Node: name, Verdict: explain.Unresolvable, Reason: replicaZone.Reason + "; " + replica.Reason,
+				Denials: []explain.Denial{replica, replicaZone}}
+		case zone == zoneOf[r2]:
+			// The replica of its shard is in this zone: the master goes elsewhere.
+			want[name] = explain.NodeResult{Node: name, Verdict: explain.Unresolvable, Reason: replicaZone.Reason, Denials: []explain.Denial{replicaZone}}
+		default:
+			// Another member of cache on r0's node: spread over nodes.
+			score := int64(10)
+			if name == r0 {
+				score = 0
+			}
+			want[name] = explain.NodeResult{Node: name, Verdict: explain.OK, Score: &score}
 		}
-		// The replica of its shard is in zone[r2]: the master goes elsewhere.
-		score := int64(10)
-		if zone == zoneOf[r2] {
-			score = 0
-		}
-		want[name] = explain.NodeResult{Node: name, Verdict: explain.OK, Score: &score}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("explained nodes mismatch (-want +got):\n%s", diff)
 	}
 	if !report.Scored {
-		t.Error("report.Scored = false, want the zone spread to score")
+		t.Error("report.Scored = false, want the node spread to score")
 	}
 
 	// An API server that is not there: a prompt, clear error.

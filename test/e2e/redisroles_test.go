@@ -125,7 +125,9 @@ func placeSessions(t *testing.T, ctx context.Context, ns string, cluster *localr
 		}
 	}
 	a, b, c := s.masters[0], s.masters[1], s.masters[2]
-	s.nodeOf = map[int]string{a: n[0], s.replicaOf[b]: n[0], b: n[1], s.replicaOf[a]: n[2], c: n[3], s.replicaOf[c]: n[4]}
+	// Nodes take zones a, b, c, a, b: a master per zone, each replica out
+	// of its master's; master a and the replica of b share n[0].
+	s.nodeOf = map[int]string{a: n[0], s.replicaOf[b]: n[0], b: n[1], s.replicaOf[a]: n[4], c: n[2], s.replicaOf[c]: n[3]}
 	sameShard := map[string]string{}
 	for port, node := range s.nodeOf {
 		bind(t, ctx, ls.BitnamiClusterPod(ns, s.name(port), port).Obj(), node)

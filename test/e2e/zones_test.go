@@ -66,7 +66,7 @@ func TestQuorumSizeFromTheStatefulSet(t *testing.T) {
 	}
 	place(t, ctx, member("logs-master-0").Schedulable().OnNodes(zoneA1).Obj())
 	reason := refuse(t, ctx, member("logs-master-1").Schedulable().OnNodes(zoneA2).Obj())
-	if want := "1 of 3 there, fewer than half may be"; !strings.Contains(reason, want) {
+	if want := "with this pod 2 of 3 there, fewer than half may be"; !strings.Contains(reason, want) {
 		t.Errorf("FailedScheduling message %q does not contain %q", reason, want)
 	}
 	if got := place(t, ctx, member("logs-master-2").Schedulable().OnNodes(zoneA2, zoneB).Obj()); got != zoneB {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -141,21 +142,33 @@ func (j *Judge) judgeCandidates(ctx context.Context, s *Subject, req FilterReque
 	if !v.HasConflicts() {
 		return f, nil
 	}
-	// One look-up per candidate: most are turned away by the verdict's
-	// fingerprint of the few nodes with conflicts.
-	own := req.CandidateLabels != nil && v.perDomain()
-	for i, name := range candidates {
-		var labels map[string]string
-		if own {
-			labels = req.CandidateLabels(i, name)
-		}
-		if cs := v.at(name, labels, own); len(cs) > 0 {
-			f.Refused = append(f.Refused, Refusal{
-				Index: i, Node: name, Resolvable: v.preemptible(name, cs, nil), Conflicts: cs,
-			})
-		}
+	own := req.CandidateLabels != nil && v.PerDomain()
+	f.Refused = v.refusals(f.Refused, candidates, req.CandidateLabels, own)
+	if len(f.Refused) == len(candidates) && slices.ContainsFunc(f.Refused, func(r Refusal) bool { return perZoneAlone(r.Conflicts) }) {
+		// Every candidate refused, some by rules per zone alone: those
+		// yield (YieldZones).
+		v.zonesYield = true
+		f.Refused = v.refusals(f.Refused[:0], candidates, req.CandidateLabels, own)
+		j.cfg.Log.WithField("pod", s.Pod.Key()).Info("every candidate refused, some by rules per zone alone: those rules yield")
 	}
 	return f, nil
+}
+
+// refusals appends to out the candidates v refuses, in order; own: read
+// their labels from labels, not the cluster's.
+func (v *Verdict) refusals(out []Refusal, candidates []string, labels func(int, string) map[string]string, own bool) []Refusal {
+	// One look-up per candidate: most are turned away by the verdict's
+	// fingerprint of the few nodes with conflicts.
+	for i, name := range candidates {
+		var l map[string]string
+		if own {
+			l = labels(i, name)
+		}
+		if cs := v.at(name, l, own); len(cs) > 0 {
+			out = append(out, Refusal{Index: i, Node: name, Resolvable: v.preemptible(name, cs, nil), Conflicts: cs})
+		}
+	}
+	return out
 }
 
 // AllRefused reports whether every candidate was refused.

@@ -30,6 +30,9 @@ type Verdict struct {
 	// cluster gives the labels of a node asked about, for the conflicts per
 	// domain of a key other than the hostname.
 	cluster policy.Cluster
+	// zonesYield: the conflicts per domain (zone) no longer count
+	// (YieldZones).
+	zonesYield bool
 	// evictable says, of each peer in conflict, whether preemption may
 	// evict it (WeighPreemption).
 	evictable map[types.UID]bool
@@ -88,9 +91,10 @@ func (v *Verdict) Conflicts() []model.Conflict { return v.raw }
 // of the domains its labels (the cluster's) put it in.
 func (v *Verdict) At(node string) []model.Conflict { return v.at(node, nil, false) }
 
-// perDomain reports whether any conflict is per domain of a key other
-// than the hostname: only then are a node's labels read.
-func (v *Verdict) perDomain() bool {
+// PerDomain reports whether any conflict is per domain of a key other
+// than the hostname (a zone): only then are a node's labels read, and may
+// the rules per zone have to yield (YieldZones).
+func (v *Verdict) PerDomain() bool {
 	if len(v.raw) == 0 {
 		return false
 	}
@@ -106,7 +110,7 @@ func (v *Verdict) at(node string, labels map[string]string, own bool) []model.Co
 	}
 	v.index()
 	cs, _ := v.conflicts.get(node)
-	if len(v.domains) == 0 {
+	if len(v.domains) == 0 || v.zonesYield {
 		return cs
 	}
 	l := labels

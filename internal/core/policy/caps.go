@@ -89,7 +89,7 @@ func (in *Input) capConflicts(cs []model.Conflict, c model.Cap, holders []holder
 				Node:   h.peer.Node,
 				Domain: d,
 				Rule:   c.Rule,
-				Reason: fmt.Sprintf("%s: %d of %d there, %s", reason(h.what, h.peer.Key(), d), len(here), size, capWords(c)),
+				Reason: fmt.Sprintf("%s: with this pod %d of %d there, %s", reason(h.what, h.peer.Key(), d), len(here)+1, size, capWords(c)),
 				Peer:   h.peer.UID,
 			})
 		}

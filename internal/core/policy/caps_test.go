@@ -69,7 +69,7 @@ claims := {
 			pending: sts(fixture.MakePod().Namespace("shop").Name("db-new").UID("new").Label("app", "db"), "db-masters"),
 			nodes:   withSets,
 			peers:   []*model.Pod{sts(fixture.MakePod().Namespace("shop").Name("db-u1").UID("u1").Label("app", "db").Node("a1"), "db-masters")},
-			want:    []model.Conflict{capped("db", "u1", "a1", "a", "quorum", "1 of 3 there, fewer than half may be")},
+			want:    []model.Conflict{capped("db", "u1", "a1", "a", "quorum", "with this pod 2 of 3 there, fewer than half may be")},
 		},
 		{
 			// Masters and replicas in one StatefulSet of 6 (a Redis Cluster
@@ -82,8 +82,8 @@ claims := {
 				sts(fixture.MakePod().Namespace("shop").Name("kv-u2").UID("u2").Label("app", "kv").Node("b1"), "kv"),
 			},
 			want: []model.Conflict{
-				capped("kv", "u1", "a1", "a", "kv-quorum", "1 of 3 there, fewer than half may be"),
-				capped("kv", "u2", "b1", "b", "kv-quorum", "1 of 3 there, fewer than half may be"),
+				capped("kv", "u1", "a1", "a", "kv-quorum", "with this pod 2 of 3 there, fewer than half may be"),
+				capped("kv", "u2", "b1", "b", "kv-quorum", "with this pod 2 of 3 there, fewer than half may be"),
 			},
 		},
 		{
@@ -102,8 +102,8 @@ claims := {
 			nodes:   threeZones,
 			peers:   []*model.Pod{member("db", "u1", "a1"), member("db", "u2", "b1")},
 			want: []model.Conflict{
-				capped("db", "u1", "a1", "a", "quorum", "1 of 3 there, fewer than half may be"),
-				capped("db", "u2", "b1", "b", "quorum", "1 of 3 there, fewer than half may be"),
+				capped("db", "u1", "a1", "a", "quorum", "with this pod 2 of 3 there, fewer than half may be"),
+				capped("db", "u2", "b1", "b", "quorum", "with this pod 2 of 3 there, fewer than half may be"),
 			},
 		},
 		{
@@ -117,7 +117,7 @@ claims := {
 			pending: fixture.MakePod().Namespace("shop").Name("db-new").UID("new").Label("app", "db").Label("size", "3").Model(),
 			nodes:   threeZones,
 			peers:   []*model.Pod{member("db", "u1", "a1")},
-			want:    []model.Conflict{capped("db", "u1", "a1", "a", "quorum", "1 of 3 there, fewer than half may be")},
+			want:    []model.Conflict{capped("db", "u1", "a1", "a", "quorum", "with this pod 2 of 3 there, fewer than half may be")},
 		},
 		{
 			name:    "three masters over two zones cannot keep a majority: nothing refused",
@@ -131,8 +131,8 @@ claims := {
 			nodes:   threeZones,
 			peers:   []*model.Pod{member("web", "u1", "a1"), member("web", "u2", "a2"), member("web", "u3", "b1")},
 			want: []model.Conflict{
-				capped("web", "u1", "a1", "a", "two-webs", "2 of 4 there, at most 2 may be"),
-				capped("web", "u2", "a2", "a", "two-webs", "2 of 4 there, at most 2 may be"),
+				capped("web", "u1", "a1", "a", "two-webs", "with this pod 3 of 4 there, at most 2 may be"),
+				capped("web", "u2", "a2", "a", "two-webs", "with this pod 3 of 4 there, at most 2 may be"),
 			},
 		},
 	}

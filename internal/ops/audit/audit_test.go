@@ -135,15 +135,15 @@ func TestRun(t *testing.T) {
 				// Three masters over three zones may hold one per zone: zone-0 holds all three.
 				{
 					Rule: "redis-masters-quorum", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-2"},
-					Reason: "redis: master shop/cache-2 of cluster cache already in zone zone-0: 2 of 3 there, fewer than half may be",
+					Reason: "redis: master shop/cache-2 of cluster cache already in zone zone-0: with this pod 3 of 3 there, fewer than half may be",
 				},
 				{
 					Rule: "redis-masters-quorum", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-0", "shop/cache-4"},
-					Reason: "redis: master shop/cache-4 of cluster cache already in zone zone-0: 2 of 3 there, fewer than half may be",
+					Reason: "redis: master shop/cache-4 of cluster cache already in zone zone-0: with this pod 3 of 3 there, fewer than half may be",
 				},
 				{
 					Rule: "redis-masters-quorum", Namespace: "shop", Node: "node-1", Pods: []string{"shop/cache-2", "shop/cache-4"},
-					Reason: "redis: master shop/cache-4 of cluster cache already in zone zone-0: 2 of 3 there, fewer than half may be",
+					Reason: "redis: master shop/cache-4 of cluster cache already in zone zone-0: with this pod 3 of 3 there, fewer than half may be",
 				},
 			},
 		},

@@ -37,7 +37,7 @@ func TestRunQuorumSize(t *testing.T) {
 			objs: masters,
 			want: []Violation{{
 				Rule: "elasticsearch-master-quorum", Namespace: "search", Node: "node-1", Pods: []string{"search/logs-master-0", "search/logs-master-1"},
-				Reason: "elasticsearch: master search/logs-master-1 of cluster logs already in zone zone-0: 1 of 3 there, fewer than half may be",
+				Reason: "elasticsearch: master search/logs-master-1 of cluster logs already in zone zone-0: with this pod 2 of 3 there, fewer than half may be",
 			}},
 		},
 		{
@@ -45,7 +45,7 @@ func TestRunQuorumSize(t *testing.T) {
 			objs: append([]runtime.Object{statefulSet(3)}, masters...),
 			want: []Violation{{
 				Rule: "elasticsearch-master-quorum", Namespace: "search", Node: "node-1", Pods: []string{"search/logs-master-0", "search/logs-master-1"},
-				Reason: "elasticsearch: master search/logs-master-1 of cluster logs already in zone zone-0: 1 of 3 there, fewer than half may be",
+				Reason: "elasticsearch: master search/logs-master-1 of cluster logs already in zone zone-0: with this pod 2 of 3 there, fewer than half may be",
 			}},
 		},
 		{

@@ -63,8 +63,8 @@ func score(s int64) *int64 { return &s }
 // The redis-masters-quorum reasons of a third master of shop's cluster
 // "cache": zones a and c already hold one master each, of three.
 const (
-	quorumA = "redis: master shop/cache-0-master of cluster cache already in zone zone-a: 1 of 3 there, fewer than half may be"
-	quorumC = "redis: master shop/cache-1-master of cluster cache already in zone zone-c: 1 of 3 there, fewer than half may be"
+	quorumA = "redis: master shop/cache-0-master of cluster cache already in zone zone-a: with this pod 2 of 3 there, fewer than half may be"
+	quorumC = "redis: master shop/cache-1-master of cluster cache already in zone zone-c: with this pod 2 of 3 there, fewer than half may be"
 )
 
 // shop holds one Redis cluster "cache": shard 0's master on node-1 (low

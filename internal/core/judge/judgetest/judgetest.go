@@ -221,6 +221,33 @@ func Cases() []Case {
 			Penalties:    map[string]float64{"n1": 1},
 		},
 		{
+			// Zone-c's one node holds the replica of shard 2: every node is
+			// refused, n2 by the quorum alone, which yields there rather
+			// than leave the master pending forever.
+			Name: "a quorum that would leave the pod nowhere yields", Nodes: fourNodesThreeZones(),
+			Bound: []*corev1.Pod{
+				master1, fixture.MakePod().Namespace(Namespace).Name("cache-3-master").Redis("cache", "master", "3").Node("n3").Obj(),
+				fixture.MakePod().Namespace(Namespace).Name("cache-2-replica").Redis("cache", "replica", "2").Node("n4").Obj(),
+			},
+			Pending:   fixture.MakePod().Namespace(Namespace).Name("cache-2-master").Redis("cache", "master", "2").Obj(),
+			Want:      map[string]Outcome{"n1": Unresolvable, "n2": Pass, "n3": Unresolvable, "n4": Unresolvable},
+			Penalties: map[string]float64{"n1": 1, "n3": 1, "n4": 3},
+		},
+		{
+			// The replica came first, into zone-a; the other zones' nodes
+			// each hold a master: only n2 is left, refused by the replica's
+			// zone alone, which yields there.
+			Name: "a replica's zone that would leave its master nowhere yields", Nodes: fourNodesThreeZones(),
+			Bound: []*corev1.Pod{
+				fixture.MakePod().Namespace(Namespace).Name("cache-2-replica").Redis("cache", "replica", "2").Node("n1").Obj(),
+				fixture.MakePod().Namespace(Namespace).Name("cache-1-master").Redis("cache", "master", "1").Node("n3").Obj(),
+				fixture.MakePod().Namespace(Namespace).Name("cache-3-master").Redis("cache", "master", "3").Node("n4").Obj(),
+			},
+			Pending:   fixture.MakePod().Namespace(Namespace).Name("cache-2-master").Redis("cache", "master", "2").Obj(),
+			Want:      map[string]Outcome{"n1": Unresolvable, "n2": Pass, "n3": Unresolvable, "n4": Unresolvable},
+			Penalties: map[string]float64{"n1": 3, "n2": 2, "n3": 1, "n4": 1},
+		},
+		{
 			// Over zones no placement can keep a majority through: placed, and reported.
 			Name: "three masters over two zones: the quorum refuses nothing", Nodes: threeZones(),
 			Bound: []*corev1.Pod{
