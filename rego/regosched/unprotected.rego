@@ -40,3 +40,30 @@ unknown_role_effect(names) := sprintf("; it is kept apart as role %q until its r
 	roles := {role | some name in names; role := config.workloads[name].unknown_role}
 	count(roles) > 0
 } else := "; no hard rule applies to it"
+
+# A pod whose labels name a role, but no hard rule of any of its workloads
+# concerns that role (a Bitnami Elasticsearch coordinating-only pod): as
+# unprotected as a pod of unknown role, and said so alike.
+unprotected contains {"reason": "no_hard_rule", "message": msg} if {
+	count(workloads.pod_entries) > 0
+	labelled := {name |
+		some name, m in workloads.pod_entries
+		has_labelled_role(config.workloads[name], m.roles)
+	}
+	count(labelled) > 0
+	every name, m in workloads.pod_entries {
+		not hard_rule_for(config.workloads[name], m.roles)
+	}
+	m := workloads.pod_entries[sort(labelled)[0]]
+	msg := sprintf("%s: no hard rule of workload %s (cluster %s) concerns role %s", [
+		m.kind, concat(", ", sort(labelled)), m.cluster, concat("/", sort(m.roles - {"*"})),
+	])
+}
+
+# Some hard rule of entry (per node, per zone, or a quorum) concerns a pod
+# of roles.
+hard_rule_for(entry, roles) if {
+	some kind in ["separate", "zone_separate", "quorum"]
+	some r in object.get(entry, kind, [])
+	r.role in roles
+}

@@ -47,3 +47,11 @@ test_sentinel_pod_without_is_master if {
 		"message": "redis: the pod's labels name no role of workload bitnami-redis-sentinel, redis (cluster cache); it is kept apart as role \"unknown\" until its role is known",
 	}} with input as {"pod": pod}
 }
+
+# A role no hard rule concerns is unprotected as an unknown one is.
+test_role_without_hard_rule if {
+	regosched.unprotected == {{
+		"reason": "no_hard_rule",
+		"message": "elasticsearch: no hard rule of workload elasticsearch (cluster logs) concerns role coordinating",
+	}} with input as {"pod": f.pending("logs-coordinating-0", f.es("logs", "coordinating-only"))}
+}

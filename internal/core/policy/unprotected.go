@@ -82,7 +82,7 @@ func NewUnprotectedWatch(reg prometheus.Registerer, log logrus.FieldLogger) (*Un
 		log: log,
 		count: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regosched_unprotected_pods_total",
-			Help: "Pods of the regosched profile that no hard rule protects, by reason (no_workload: no workload matches the labels; role_unknown: the labels name no role), counted once per pod.",
+			Help: "Pods of the regosched profile that no hard rule protects, by reason (no_workload: no workload matches the labels; role_unknown: the labels name no role; no_hard_rule: no hard rule concerns the role they name), counted once per pod.",
 		}, []string{"reason"}),
 		seen: map[types.UID]struct{}{},
 	}
