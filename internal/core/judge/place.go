@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/regosched/regosched/internal/core/model"
 )
@@ -49,7 +50,11 @@ func (j *Judge) Place(ctx context.Context, s *Subject, node string, recheck bool
 		if err != nil {
 			return nil, err
 		}
-		if here := v.At(node); len(here) > 0 {
+		// Rules per node only: a rule per zone may have yielded in filter
+		// (YieldZones: the pod fit nowhere else), which this one node cannot
+		// tell from a race; a race that breaks one is the audit's to report.
+		here := slices.DeleteFunc(slices.Clone(v.At(node)), func(c model.Conflict) bool { return !c.Domain.OnNode() })
+		if len(here) > 0 {
 			// A refusal at this point is no preemption candidate: the
 			// scheduler chose the node already.
 			j.Denied(s, node, here, false, "bind")
