@@ -144,12 +144,13 @@ func (j *Judge) judgeCandidates(ctx context.Context, s *Subject, req FilterReque
 	}
 	own := req.CandidateLabels != nil && v.PerDomain()
 	f.Refused = v.refusals(f.Refused, candidates, req.CandidateLabels, own)
-	if len(f.Refused) == len(candidates) && slices.ContainsFunc(f.Refused, func(r Refusal) bool { return perZoneAlone(r.Conflicts) }) {
-		// Every candidate refused, some by rules per zone alone: those
-		// yield (YieldZones).
-		v.zonesYield = true
+	if len(f.Refused) == len(candidates) && slices.ContainsFunc(f.Refused, func(r Refusal) bool { return perZoneAlone(r.Conflicts) }) &&
+		v.YieldZones(j.cfg.Placements.NodeNames(), nil) {
+		// Every candidate refused, some by rules per zone alone, and no
+		// node of the cluster takes the pod: those rules yield, over every
+		// node, as the plugin decides them.
 		f.Refused = v.refusals(f.Refused[:0], candidates, req.CandidateLabels, own)
-		j.cfg.Log.WithField("pod", s.Pod.Key()).Info("every candidate refused, some by rules per zone alone: those rules yield")
+		j.cfg.Log.WithField("pod", s.Pod.Key()).Info("every node refused, some by rules per zone alone: those rules yield")
 	}
 	return f, nil
 }

@@ -59,6 +59,10 @@ type Placements interface {
 	// Assume records a pod as bound before the informer reports it, unless
 	// current (asked under the lock a re-index swaps under) says no.
 	Assume(pod *model.Pod, keys []string, current func() bool) bool
+	// NodeNames lists every known node: whether rules per zone must yield
+	// is asked of them all (YieldZones), on the rare path where every
+	// candidate is refused.
+	NodeNames() []string
 }
 
 // Policies gives the active policy; nil while none is.

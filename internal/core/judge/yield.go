@@ -4,7 +4,8 @@ import "github.com/regosched/regosched/internal/core/model"
 
 // YieldZones lets the rules per domain of a key other than the hostname
 // (a zone's) go when they would leave the pod nowhere to go: every node of
-// nodes is refused, and some by those rules alone. A group whose members
+// nodes (the cluster's, in both front ends, so that they agree whatever
+// other filters say) is refused, and some by those rules alone. A group whose members
 // were placed before its shape was known (a replica before its master, a
 // quorum before its size), or whose zones' nodes other rules took, is then
 // placed, and the audit reports the rule broken, rather than the pod left
