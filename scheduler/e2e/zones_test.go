@@ -9,11 +9,9 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 
 	"github.com/regosched/regosched/test/fixture"
 )
@@ -51,17 +49,7 @@ func TestZonesInThePlugin(t *testing.T) {
 	}
 
 	labels := fixture.ElasticsearchLabels("logs", "master")
-	set, err := client.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "logs-master"},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: ptr.To[int32](3),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "es", Image: fixture.PauseImage}}},
-			},
-		},
-	}, metav1.CreateOptions{})
+	set, err := client.AppsV1().StatefulSets(ns).Create(ctx, fixture.StatefulSet(ns, "logs-master", 3, labels), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	"github.com/regosched/regosched/test/fixture"
 	ls "github.com/regosched/regosched/test/localstack"
@@ -112,18 +111,7 @@ func Run(ctx context.Context, opts Options) error {
 
 // MastersStatefulSet is the StatefulSet of logs' master-role pods: three.
 func MastersStatefulSet() *appsv1.StatefulSet {
-	labels := fixture.ElasticsearchLabels("logs", "master")
-	return &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "logs-master"},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: ptr.To[int32](3),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "elasticsearch", Image: fixture.PauseImage}}},
-			},
-		},
-	}
+	return fixture.StatefulSet(Namespace, "logs-master", 3, fixture.ElasticsearchLabels("logs", "master"))
 }
 
 // Workload is the sample, in creation order: Redis cluster "cache" (three
