@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -25,7 +26,8 @@ import (
 func TestConformance(t *testing.T) {
 	for _, tc := range judgetest.Cases() {
 		t.Run(tc.Name, func(t *testing.T) {
-			pl, nodes := conformancePlugin(t, tc)
+			recorder := events.NewFakeRecorder(10)
+			pl, nodes := conformancePlugin(t, tc, recorder)
 			ctx := context.Background()
 			cs := framework.NewCycleState()
 			_, pre := pl.PreFilter(ctx, cs, tc.Pending, nodes)
@@ -53,6 +55,9 @@ func TestConformance(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.Want, got); diff != "" {
 				t.Errorf("filter (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(judgetest.WantEvents(tc), judgetest.GotEvents(recorder)); diff != "" {
+				t.Errorf("filter's Events (-want +got):\n%s", diff)
 			}
 			var names []string
 			for _, ni := range passing {
@@ -118,7 +123,7 @@ func allEqual(list fwk.NodeScoreList) bool {
 // conformancePlugin is the plugin whose placement cache lists tc's nodes
 // and bound pods, and whose scheduler snapshot and API reads see tc.Now:
 // the cache behind the scheduler's informer and the API server.
-func conformancePlugin(t *testing.T, tc judgetest.Case) (*Regosched, []fwk.NodeInfo) {
+func conformancePlugin(t *testing.T, tc judgetest.Case, recorder events.EventRecorder) (*Regosched, []fwk.NodeInfo) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -141,7 +146,7 @@ func conformancePlugin(t *testing.T, tc judgetest.Case) (*Regosched, []fwk.NodeI
 	log.SetOutput(io.Discard)
 	pl, err := New(ctx, Config{
 		Bundles: bundles.Config{Default: regosched.DefaultPolicy(), Log: log}, Client: client, Snapshot: snapshot,
-		SyncTimeout: 10 * time.Second, Log: log,
+		Recorder: recorder, SyncTimeout: 10 * time.Second, Log: log,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -111,6 +112,7 @@ func Factory(defaultPolicy fs.FS, reg prometheus.Registerer) func(context.Contex
 			return nil, err
 		}
 		cfg.Client, cfg.Snapshot, cfg.Informers, cfg.Registerer = h.ClientSet(), h.SnapshotSharedLister(), h.SharedInformerFactory(), reg
+		cfg.Recorder = h.EventRecorder()
 		return New(ctx, cfg)
 	}
 }
@@ -128,6 +130,9 @@ type Config struct {
 	// placement cache: no second watch of pods and nodes. Nil gives the
 	// cache informers of its own (tests).
 	Informers informers.SharedInformerFactory
+	// Recorder, if set, takes the Events of the pods for which the rules
+	// per zone yield (the scheduler's recorder).
+	Recorder events.EventRecorder
 	// Registerer takes regosched's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// SyncTimeout bounds the wait for the placement cache's first list: at
@@ -180,7 +185,7 @@ func New(ctx context.Context, cfg Config) (pl *Regosched, err error) {
 	}()
 	log.WithFields(logrus.Fields{"source": parts.Source.Description(), "policyRevision": parts.Source.First().Revision()}).Info("policy loaded")
 	c := parts.Cache
-	j, err := judge.New(judge.Config{Placements: c, Policies: parts.Active, Client: cfg.Client, Registerer: reg, Log: log})
+	j, err := judge.New(judge.Config{Placements: c, Policies: parts.Active, Client: cfg.Client, Recorder: cfg.Recorder, Registerer: reg, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}

@@ -126,7 +126,7 @@ func (pl *Regosched) prefilter(ctx context.Context, pod *v1.Pod) (*state, error)
 				names[i] = ni.Node().Name
 			}
 			if f.Verdict.YieldZones(names, func(i int, _ string) map[string]string { return infos[i].Node().Labels }) {
-				pl.log.WithField("pod", f.Subject.Pod.Key()).Info("every node refused, some by rules per zone alone: those rules yield")
+				pl.judge.Yielded(f.Subject, f.Verdict, "filter")
 			}
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +26,23 @@ import (
 //
 // The size of a group is its members counted: StatefulSets are not read.
 func ZoneViolations(pods []corev1.Pod, zoneOf map[string]string) []string {
+	vs := zoneViolations(pods, zoneOf)
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.text
+	}
+	return out
+}
+
+// zoneViolation is a rule per zone broken, and the pods (namespace/name)
+// that break it together.
+type zoneViolation struct {
+	text string
+	pods []string
+}
+
+// zoneViolations is ZoneViolations with the pods of each, sorted by text.
+func zoneViolations(pods []corev1.Pod, zoneOf map[string]string) []zoneViolation {
 	type member struct{ ns, cluster, app string }
 	zones := map[string]bool{}
 	for _, z := range zoneOf {
@@ -50,12 +69,15 @@ func ZoneViolations(pods []corev1.Pod, zoneOf map[string]string) []string {
 			byShard[k] = append(byShard[k], p)
 		}
 	}
-	var out []string
+	var out []zoneViolation
 	for k, group := range byShard {
 		for i, a := range group {
 			for _, b := range group[i+1:] {
 				if role(a.Labels) != role(b.Labels) {
-					out = append(out, fmt.Sprintf("zone of %s: %s/%s and %s/%s (redis master and replica of a shard)", k, a.Namespace, a.Name, b.Namespace, b.Name))
+					out = append(out, zoneViolation{
+						fmt.Sprintf("zone of %s: %s/%s and %s/%s (redis master and replica of a shard)", k, a.Namespace, a.Name, b.Namespace, b.Name),
+						[]string{a.Namespace + "/" + a.Name, b.Namespace + "/" + b.Name},
+					})
 				}
 			}
 		}
@@ -72,11 +94,15 @@ func ZoneViolations(pods []corev1.Pod, zoneOf map[string]string) []string {
 		for zone, names := range byZone {
 			if len(names) > limit {
 				slices.Sort(names)
-				out = append(out, fmt.Sprintf("zone %s: %d of the %d %s masters of %s/%s (%v): half or more", zone, len(names), n, m.app, m.ns, m.cluster, names))
+				v := zoneViolation{text: fmt.Sprintf("zone %s: %d of the %d %s masters of %s/%s (%v): half or more", zone, len(names), n, m.app, m.ns, m.cluster, names)}
+				for _, name := range names {
+					v.pods = append(v.pods, m.ns+"/"+name)
+				}
+				out = append(out, v)
 			}
 		}
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b zoneViolation) int { return strings.Compare(a.text, b.text) })
 	return out
 }
 
@@ -90,6 +116,72 @@ func (s *Stack) zones(ctx context.Context) (map[string]string, error) {
 	for _, n := range list.Items {
 		if z, ok := n.Labels[localcluster.LabelZone]; ok {
 			out[n.Name] = z
+		}
+	}
+	return out, nil
+}
+
+// ZoneRulesYielded is the reason of the Event regosched writes on a pod
+// for which its rules per zone yielded: no node of the cluster took it
+// under them, so it was placed breaking one (docs/policies.md).
+const ZoneRulesYielded = "ZoneRulesYielded"
+
+// Broken lists the hard rules broken among the bound pods of namespaces
+// (all when none is given) that regosched did not say it let go: every
+// rule per node broken, and every rule per zone broken unless one of its
+// pods has a ZoneRulesYielded Event. yielded lists those others. The
+// Events are written asynchronously: they are waited for a few seconds.
+func (s *Stack) Broken(ctx context.Context, namespaces ...string) (broken, yielded []string, err error) {
+	pods, err := s.listPods(ctx, namespaces)
+	if err != nil {
+		return nil, nil, err
+	}
+	zoneOf, err := s.zones(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	zoned := zoneViolations(pods, zoneOf)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		said, err := s.yieldedPods(ctx, namespaces)
+		if err != nil {
+			return nil, nil, err
+		}
+		broken, yielded = Violations(pods), nil
+		for _, v := range zoned {
+			if slices.ContainsFunc(v.pods, func(p string) bool { return said[p] }) {
+				yielded = append(yielded, v.text)
+			} else {
+				broken = append(broken, v.text)
+			}
+		}
+		if len(yielded) == len(zoned) || time.Now().After(deadline) {
+			return broken, yielded, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// yieldedPods is the set of pods (namespace/name) of namespaces that have
+// a ZoneRulesYielded Event.
+func (s *Stack) yieldedPods(ctx context.Context, namespaces []string) (map[string]bool, error) {
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	out := map[string]bool{}
+	for _, ns := range namespaces {
+		list, err := s.Client().EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("listing events: %w", err)
+		}
+		for _, e := range list.Items {
+			if e.Reason == ZoneRulesYielded && e.Regarding.Kind == "Pod" {
+				out[e.Regarding.Namespace+"/"+e.Regarding.Name] = true
+			}
 		}
 	}
 	return out, nil

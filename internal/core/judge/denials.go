@@ -1,9 +1,13 @@
 package judge
 
 import (
+	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/sirupsen/logrus"
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/regosched/regosched/internal/core/model"
 )
@@ -26,4 +30,36 @@ func (j *Judge) Denied(s *Subject, node string, cs []model.Conflict, preemptible
 		fields["peer"] = s.PeerName(c.Peer)
 		j.cfg.Log.WithFields(fields).Info("denied")
 	}
+}
+
+// maxYieldReasons is how many rules the Event of Yielded names.
+const maxYieldReasons = 3
+
+// ZonesYielded is the reason of the Event Yielded records.
+const ZonesYielded = "ZoneRulesYielded"
+
+// Yielded reports that the rules per zone yielded for s's pod (YieldZones):
+// at Info, in regosched_zone_rules_yielded_total{verb}, and as a Warning
+// Event on the pod, where its owner looks (kubectl describe), naming the
+// rules it will break; the audit reports them broken once it is bound.
+func (j *Judge) Yielded(s *Subject, v *Verdict, verb string) {
+	j.yields.WithLabelValues(verb).Inc()
+	j.cfg.Log.WithFields(logrus.Fields{"pod": s.Pod.Key(), "verb": verb, "policyRevision": s.Policy.Revision()}).
+		Info("every node refused, some by rules per zone alone: those rules yield")
+	if j.cfg.Recorder == nil {
+		return
+	}
+	var reasons []string
+	for _, c := range v.Conflicts() {
+		if !c.Domain.OnNode() && !slices.Contains(reasons, c.Reason) {
+			reasons = append(reasons, c.Reason)
+		}
+	}
+	// An Event's note holds 1 kB: a few reasons say enough.
+	if n := len(reasons); n > maxYieldReasons {
+		reasons = append(reasons[:maxYieldReasons], fmt.Sprintf("and %d more", n-maxYieldReasons))
+	}
+	ref := &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: s.Pod.Namespace, Name: s.Pod.Name, UID: s.Pod.UID}
+	j.cfg.Recorder.Eventf(ref, nil, v1.EventTypeWarning, ZonesYielded, "Schedule",
+		"no node takes the pod under the rules per zone, so they yield and it is placed breaking one: %s", strings.Join(reasons, "; "))
 }

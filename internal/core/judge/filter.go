@@ -52,6 +52,10 @@ type Filtered struct {
 	Refused []Refusal
 	// Candidates are the request's, for Doubt and the recorders.
 	Candidates []string
+	// ZonesYielded: every candidate was refused and no node of the
+	// cluster took the pod, so the rules per zone yielded (YieldZones);
+	// the front end reports it (Yielded) for a pod it knows is real.
+	ZonesYielded bool
 	// tier is the soft tier's answer, nil without one.
 	tier *tier
 }
@@ -150,7 +154,7 @@ func (j *Judge) judgeCandidates(ctx context.Context, s *Subject, req FilterReque
 		// node of the cluster takes the pod: those rules yield, over every
 		// node, as the plugin decides them.
 		f.Refused = v.refusals(f.Refused[:0], candidates, req.CandidateLabels, own)
-		j.cfg.Log.WithField("pod", s.Pod.Key()).Info("every node refused, some by rules per zone alone: those rules yield")
+		f.ZonesYielded = true
 	}
 	return f, nil
 }

@@ -33,6 +33,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/regosched/regosched/internal/core/model"
@@ -95,6 +96,9 @@ type Config struct {
 	// stale peers; defaults DefaultRefreshRate and DefaultRefreshBurst.
 	RefreshRate  float64
 	RefreshBurst int
+	// Recorder, if set, takes the Event that tells a pod's owner the rules
+	// per zone yielded for it (Yielded); nil records none.
+	Recorder events.EventRecorder
 	// Registerer takes the judge's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	Log        logrus.FieldLogger
@@ -115,6 +119,7 @@ type Judge struct {
 	totals       Totals
 	refreshReads flowcontrol.RateLimiter
 	denials      *prometheus.CounterVec
+	yields       *prometheus.CounterVec
 	described    *prometheus.CounterVec
 	// describedAhead and describedNow are described's two children.
 	describedAhead, describedNow prometheus.Counter
@@ -142,6 +147,10 @@ func New(cfg Config) (*Judge, error) {
 			Name: "regosched_filter_denials_total",
 			Help: "Candidate nodes a hard rule turned the pending pod away from, by rule and by whether preemption could resolve the conflict.",
 		}, []string{"rule", "resolvable"}),
+		yields: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regosched_zone_rules_yielded_total",
+			Help: "Pending pods for which the hard rules per zone yielded, by verb: no node of the cluster took the pod, some refused by those rules alone, so it was placed breaking them.",
+		}, []string{"verb"}),
 		described: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regosched_pending_descriptions_total",
 			Help: "Pending pods' policy descriptions used to judge them, by when they were made: ahead (when the pod was created or changed) or in_request.",
@@ -149,7 +158,7 @@ func New(cfg Config) (*Judge, error) {
 	}
 	j.describedAhead, j.describedNow = j.described.WithLabelValues("ahead"), j.described.WithLabelValues("in_request")
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{j.denials, j.described} {
+		for _, c := range []prometheus.Collector{j.denials, j.yields, j.described} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("registering the judge's metrics: %w", err)
 			}

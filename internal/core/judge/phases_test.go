@@ -3,6 +3,7 @@ package judge_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/regosched/regosched/internal/core/judge"
 	"github.com/regosched/regosched/internal/core/model"
@@ -192,6 +194,69 @@ func TestPlace(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"node-1"}, nodesOf(g.Refused)); diff != "" {
 		t.Errorf("the next master's refusals (-want +got):\n%s", diff)
+	}
+}
+
+// TestPlaceGuardsZones: with recheck, the rules per zone are guarded as
+// the rules per node are: a master bound into its replica's zone by a
+// stale filter answer (a burst) is refused while another zone takes it,
+// and placed when none does, as filter would yield, with an Event that
+// says so on the pod.
+func TestPlaceGuardsZones(t *testing.T) {
+	const zone = "redis: replica shop/r0 of cluster cache (shard 0) already in zone a"
+	tests := []struct {
+		name  string
+		zones []string // of node-1, node-2, ...: r0 on node-1, master m1 on node-3
+		want  string   // the refusal's reason, "" if placed
+	}{
+		{"node-4 in zone b takes the master", []string{"a", "a", "b", "b"}, zone},
+		{"zone b's one node holds a master: the rule yields", []string{"a", "a", "b"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pol := policytest.Default(t)
+			objs := []runtime.Object{
+				fixture.MakePod().Namespace("shop").Name("r0").Redis("cache", "replica", "0").Node("node-1").Obj(),
+				fixture.MakePod().Namespace("shop").Name("m1").Redis("cache", "master", "1").Node("node-3").Obj(),
+			}
+			for i, z := range tt.zones {
+				objs = append(objs, fixture.MakeNode().Name(fmt.Sprintf("node-%d", i+1)).Zone(z).Obj())
+			}
+			cache := placementtest.Start(t, fake.NewClientset(objs...), policy.Describer(func() *policy.Policy { return pol }))
+			log := logrus.New()
+			log.SetOutput(io.Discard)
+			recorder := events.NewFakeRecorder(10)
+			j, err := judge.New(judge.Config{Placements: cache, Policies: fixedPolicy{pol}, Recorder: recorder, Log: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The filter answer is taken as stale: the scheduler chose node-2.
+			s, err := j.Describe(context.Background(), pol, master0(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = j.Place(context.Background(), s, "node-2", true)
+			var refused *judge.RefusedError
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Place(node-2) err = %v, want the master placed", err)
+			case tt.want != "" && !errors.As(err, &refused):
+				t.Fatalf("Place(node-2) err = %v, want a RefusedError", err)
+			case tt.want != "" && refused.Reason() != tt.want:
+				t.Errorf("Place(node-2) refused for %q, want %q", refused.Reason(), tt.want)
+			}
+			var got []string
+			for len(recorder.Events) > 0 {
+				got = append(got, <-recorder.Events)
+			}
+			var want []string
+			if tt.want == "" {
+				want = []string{"Warning " + judge.ZonesYielded + " no node takes the pod under the rules per zone, so they yield and it is placed breaking one: " + zone}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Events (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

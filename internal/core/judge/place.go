@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/regosched/regosched/internal/core/model"
 )
@@ -50,10 +49,15 @@ func (j *Judge) Place(ctx context.Context, s *Subject, node string, recheck bool
 		if err != nil {
 			return nil, err
 		}
-		// Rules per node only: a rule per zone may have yielded in filter
-		// (YieldZones: the pod fit nowhere else), which this one node cannot
-		// tell from a race; a race that breaks one is the audit's to report.
-		here := slices.DeleteFunc(slices.Clone(v.At(node)), func(c model.Conflict) bool { return !c.Domain.OnNode() })
+		// Rules per zone are guarded too (a burst's peers are filtered
+		// before each other's binding is seen), unless they yield now as
+		// filter decides it: no node of the cluster takes the pod, so that
+		// filter, asked again, would choose the same.
+		here := v.At(node)
+		if len(here) > 0 && perZoneAlone(here) && v.YieldZones(j.cfg.Placements.NodeNames(), nil) {
+			j.Yielded(s, v, "bind")
+			here = nil
+		}
 		if len(here) > 0 {
 			// A refusal at this point is no preemption candidate: the
 			// scheduler chose the node already.

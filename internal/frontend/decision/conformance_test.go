@@ -10,6 +10,7 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/regosched/regosched/internal/core/judge/judgetest"
@@ -24,7 +25,8 @@ func TestConformance(t *testing.T) {
 	pol := defaultPolicy(t)
 	for _, tc := range judgetest.Cases() {
 		t.Run(tc.Name, func(t *testing.T) {
-			d := conformanceDecider(t, pol, tc)
+			recorder := events.NewFakeRecorder(10)
+			d := conformanceDecider(t, pol, tc, recorder)
 			var names []string
 			for _, n := range tc.Nodes {
 				names = append(names, n.Name)
@@ -48,6 +50,9 @@ func TestConformance(t *testing.T) {
 			if diff := cmp.Diff(tc.Want, got); diff != "" {
 				t.Errorf("filter (-want +got):\n%s", diff)
 			}
+			if diff := cmp.Diff(judgetest.WantEvents(tc), judgetest.GotEvents(recorder)); diff != "" {
+				t.Errorf("filter's Events (-want +got):\n%s", diff)
+			}
 			passing := slices.Clone(*res.NodeNames)
 			scores, err := d.PrioritizeList(context.Background(), &extenderv1.ExtenderArgs{Pod: pending, NodeNames: &passing})
 			if err != nil {
@@ -67,7 +72,7 @@ func TestConformance(t *testing.T) {
 // conformanceDecider is a Decider whose placement cache lists tc's nodes
 // and bound pods, and whose API reads see tc.Now: the cache behind the API
 // server.
-func conformanceDecider(t *testing.T, pol *policy.Policy, tc judgetest.Case) *Decider {
+func conformanceDecider(t *testing.T, pol *policy.Policy, tc judgetest.Case, recorder events.EventRecorder) *Decider {
 	t.Helper()
 	objs := tc.Objects()
 	for i, o := range objs {
@@ -84,7 +89,7 @@ func conformanceDecider(t *testing.T, pol *policy.Policy, tc judgetest.Case) *De
 	client.PrependReactor("get", "pods", tc.APIReads)
 	log, _ := logtest.NewNullLogger()
 	cache := placementtest.Start(t, client, policy.Describer(func() *policy.Policy { return pol }))
-	d, err := New(cache, staticPolicies{pol}, log, prometheus.NewRegistry(), Options{Client: client, SchedulerName: testScheduler})
+	d, err := New(cache, staticPolicies{pol}, log, prometheus.NewRegistry(), Options{Client: client, SchedulerName: testScheduler, Recorder: recorder})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/flowcontrol"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
@@ -66,6 +67,9 @@ type Options struct {
 	// Pending, if set, holds pending pods described before their filter
 	// call (placement.Pending); filter describes the others itself.
 	Pending PendingViews
+	// Recorder, if set, takes the Events of the pods for which the rules
+	// per zone yield (judge.Yielded).
+	Recorder events.EventRecorder
 	// SchedulerName is the profile regosched serves: bind refuses a pod of
 	// another scheduler, and filter reserves only its pending pods. Empty:
 	// no pod can be told to be the profile's, so filter reserves none and
@@ -231,7 +235,8 @@ func (d *Decider) newJudge(reg prometheus.Registerer) error {
 	opts := d.opts
 	cfg := judge.Config{
 		Placements: d.placements, Policies: d.policies, Client: opts.Client, Recall: opts.Recall,
-		RefreshRate: opts.RefreshReadRate, RefreshBurst: opts.RefreshReadBurst, Registerer: reg, Log: d.log,
+		RefreshRate: opts.RefreshReadRate, RefreshBurst: opts.RefreshReadBurst, Recorder: opts.Recorder,
+		Registerer: reg, Log: d.log,
 	}
 	if opts.Pending != nil { // not a typed nil in the interface
 		cfg.Ahead = opts.Pending

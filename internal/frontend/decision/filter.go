@@ -125,6 +125,9 @@ func (d *Decider) filter(ctx context.Context, args *extenderv1.ExtenderArgs) (*F
 		return nil, nil, err
 	}
 	s := f.Subject
+	if f.ZonesYielded && d.isPendingPod(ctx, s, pending) {
+		d.judge.Yielded(s, f.Verdict, "filter") // an Event on a real pod only
+	}
 	// Prioritize, next, scores with these instead of evaluating again.
 	d.scores.put(s.Pod.UID, s.Policy, f.Penalties())
 	a := answerOf(f)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/regosched/regosched/internal/core/bundles"
 	"github.com/regosched/regosched/internal/core/placement"
@@ -45,7 +46,8 @@ type server struct {
 	elector         *leader.Elector        // nil without --leader-elect
 	audit           *audit.Auditor         // nil without an audit interval
 	certRoll        *certroll.Config       // nil without --scheduler-client-secret
-	stopAudit       func()
+	recorder        events.EventRecorder
+	stopEvents      func() // flushes and stops recorder
 	// auditTrigger asks the audit for a pass when a bound pod is relabelled
 	// (a role moved at failover can break a rule where it stands).
 	auditTrigger chan struct{}
@@ -72,10 +74,16 @@ func build(ctx context.Context, opts Options) (_ *server, err error) {
 	if s.parts, client, background, err = s.open(ctx, reg); err != nil {
 		return nil, err
 	}
-	// The decision log's goroutine must not outlive a build that fails.
+	if s.recorder, s.stopEvents, err = newRecorder(ctx, background); err != nil {
+		s.closeDecisionLog()
+		return nil, err
+	}
+	// The decision log's and the recorder's goroutines must not outlive a
+	// build that fails.
 	defer func() {
 		if err != nil {
 			s.closeDecisionLog()
+			s.stopEvents()
 		}
 	}()
 	if err := s.buildPending(client, reg); err != nil {
@@ -112,14 +120,11 @@ func build(ctx context.Context, opts Options) (_ *server, err error) {
 		}
 	}
 	if opts.AuditInterval > 0 {
-		if s.audit, s.stopAudit, err = newAudit(ctx, s.auditParts(background, reg)); err != nil {
+		if s.audit, err = newAudit(s.auditParts(background, reg)); err != nil {
 			return nil, err
 		}
 	}
 	if err := s.buildHTTP(decider, reg); err != nil {
-		if s.stopAudit != nil {
-			s.stopAudit()
-		}
 		return nil, err
 	}
 	return s, nil
@@ -137,6 +142,7 @@ func (s *server) newDecider(client kubernetes.Interface, reg prometheus.Register
 		SchedulerName: opts.SchedulerName,
 		SoftInFilter:  opts.SoftInFilter,
 		Pending:       s.pending,
+		Recorder:      s.recorder,
 	}
 	if s.roles != nil {
 		dopts.Recall = s.roles.Recall

@@ -39,6 +39,7 @@ func pingAPI(client kubernetes.Interface) apicontact.Ping {
 // passes the repair (--repair).
 type auditParts struct {
 	client   kubernetes.Interface
+	recorder events.EventRecorder
 	cache    *placement.Cache
 	active   *bundles.Active
 	roles    *redisroles.Controller // nil without --redis-roles
@@ -50,19 +51,25 @@ type auditParts struct {
 }
 
 func (s *server) auditParts(client kubernetes.Interface, reg prometheus.Registerer) auditParts {
-	return auditParts{client: client, cache: s.parts.Cache, active: s.parts.Active, roles: s.roles, contact: s.contact,
+	return auditParts{client: client, recorder: s.recorder, cache: s.parts.Cache, active: s.parts.Active, roles: s.roles, contact: s.contact,
 		repair: s.opts.Repair, leaderNS: s.opts.Leader.Namespace, reg: reg, log: s.log}
 }
 
-// newAudit builds the audit of bound pods, which reports violations as
-// events, and the repair that follows its passes; stop stops their event
-// recorder.
-func newAudit(ctx context.Context, p auditParts) (a *audit.Auditor, stop func(), err error) {
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: p.client.EventsV1()})
+// newRecorder starts the recorder of every Event regosched writes (the
+// audit's, the repair's, the rules per zone yielded), through client (the
+// background one: Events never queue binds); stop flushes and stops it.
+func newRecorder(ctx context.Context, client kubernetes.Interface) (events.EventRecorder, func(), error) {
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
 		return nil, nil, fmt.Errorf("starting the event recorder: %w", err)
 	}
-	recorder := broadcaster.NewRecorder(scheme.Scheme, "regosched")
+	return broadcaster.NewRecorder(scheme.Scheme, "regosched"), broadcaster.Shutdown, nil
+}
+
+// newAudit builds the audit of bound pods, which reports violations as
+// events, and the repair that follows its passes.
+func newAudit(p auditParts) (*audit.Auditor, error) {
+	recorder := p.recorder
 	cfg := audit.Config{
 		Cache: p.cache, Policies: p.active.Load, Recorder: recorder,
 		Log: p.log.WithField("component", "audit"), Registerer: p.reg,
@@ -81,17 +88,11 @@ func newAudit(ctx context.Context, p auditParts) (a *audit.Auditor, stop func(),
 		}
 		r, err := repair.New(rcfg)
 		if err != nil {
-			broadcaster.Shutdown()
-			return nil, nil, err
+			return nil, err
 		}
 		cfg.AfterPass = r.Pass
 	}
-	a, err = audit.New(cfg)
-	if err != nil {
-		broadcaster.Shutdown()
-		return nil, nil, err
-	}
-	return a, broadcaster.Shutdown, nil
+	return audit.New(cfg)
 }
 
 // newRedisRoles builds the --redis-roles controller, which writes only

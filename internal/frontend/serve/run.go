@@ -62,9 +62,7 @@ func (s *server) background(ctx context.Context) (stop func() error) {
 		if s.pending != nil {
 			s.pending.Shutdown()
 		}
-		if s.stopAudit != nil {
-			s.stopAudit()
-		}
+		s.stopEvents()
 		return err
 	}
 }

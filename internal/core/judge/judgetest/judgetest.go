@@ -7,12 +7,15 @@
 package judgetest
 
 import (
+	"strings"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/regosched/regosched/internal/core/judge"
 	"github.com/regosched/regosched/test/fixture"
@@ -54,6 +57,29 @@ type Case struct {
 	// absent); the front ends' scores are judge.Score of them, against the
 	// highest among the nodes that pass.
 	Penalties map[string]float64
+	// Yields: the rules per zone yield for the pending pod, which gets a
+	// judge.ZonesYielded Event (the only Event a filter records).
+	Yields bool
+}
+
+// WantEvents is the reasons of the Events the front end records while it
+// filters tc's pending pod, as a events.FakeRecorder formats them less
+// their note: nil, or one ZonesYielded Warning.
+func WantEvents(tc Case) []string {
+	if !tc.Yields {
+		return nil
+	}
+	return []string{"Warning " + judge.ZonesYielded}
+}
+
+// GotEvents drains r's Events to their type and reason, for WantEvents.
+func GotEvents(r *events.FakeRecorder) []string {
+	var out []string
+	for len(r.Events) > 0 {
+		f := strings.Fields(<-r.Events)
+		out = append(out, strings.Join(f[:min(2, len(f))], " "))
+	}
+	return out
 }
 
 // APIReads answers the reads of a fake clientset's pods as the API server
@@ -232,6 +258,7 @@ func Cases() []Case {
 			Pending:   fixture.MakePod().Namespace(Namespace).Name("cache-2-master").Redis("cache", "master", "2").Obj(),
 			Want:      map[string]Outcome{"n1": Unresolvable, "n2": Pass, "n3": Unresolvable, "n4": Unresolvable},
 			Penalties: map[string]float64{"n1": 1, "n3": 1, "n4": 3},
+			Yields:    true,
 		},
 		{
 			// The replica came first, into zone-a; the other zones' nodes
@@ -246,6 +273,7 @@ func Cases() []Case {
 			Pending:   fixture.MakePod().Namespace(Namespace).Name("cache-2-master").Redis("cache", "master", "2").Obj(),
 			Want:      map[string]Outcome{"n1": Unresolvable, "n2": Pass, "n3": Unresolvable, "n4": Unresolvable},
 			Penalties: map[string]float64{"n1": 3, "n2": 2, "n3": 1, "n4": 1},
+			Yields:    true,
 		},
 		{
 			// Over zones no placement can keep a majority through: placed, and reported.
