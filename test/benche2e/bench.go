@@ -389,7 +389,11 @@ func (b *bench) measure(ctx context.Context, mode Mode, run string, prebound int
 	if bound != res.Bound {
 		log.Warnf("the watch saw %d pods bound, the API server lists %d", res.Bound, bound)
 	}
-	res.Violations = Violations(list.Items)
+	zoneOf, err := nodeZones(ctx, client)
+	if err != nil {
+		return res, err
+	}
+	res.Violations = Violations(list.Items, zoneOf)
 	checkTook := time.Since(t)
 
 	// Leave an empty cluster to the next configuration.
@@ -565,11 +569,30 @@ func (b *bench) verbTimes(ctx context.Context) ([]VerbTime, error) {
 	return verbs, nil
 }
 
-// Violations is the independent check of a final placement:
-// localstack.Violations, the default policy's three hard rules (Redis
-// masters of a cluster apart, master and replica of a shard apart,
-// Elasticsearch data pods of a cluster apart) restated in plain Go.
-func Violations(pods []corev1.Pod) []string { return ls.Violations(pods) }
+// Violations is the independent check of a final placement, the default
+// policy's hard rules restated in plain Go: localstack.Violations per node
+// (Redis masters of a cluster apart, master and replica of a shard apart,
+// Elasticsearch data pods of a cluster apart) and localstack.ZoneViolations
+// per zone (master and replica of a shard apart, fewer than half of a
+// cluster's masters in one zone), zones read from zoneOf (node -> zone).
+func Violations(pods []corev1.Pod, zoneOf map[string]string) []string {
+	return slices.Concat(ls.Violations(pods), ls.ZoneViolations(pods, zoneOf))
+}
+
+// nodeZones maps every node to its zone label.
+func nodeZones(ctx context.Context, client kubernetes.Interface) (map[string]string, error) {
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	out := make(map[string]string, len(list.Items))
+	for _, n := range list.Items {
+		if z, ok := n.Labels[localcluster.LabelZone]; ok {
+			out[n.Name] = z
+		}
+	}
+	return out, nil
+}
 
 // deletePods deletes every pod of the namespaces at once (no kubelet runs
 // to finish a graceful deletion) and waits until none is left.

@@ -1,6 +1,7 @@
 package benche2e
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -76,9 +77,9 @@ func TestWorkloadValidate(t *testing.T) {
 	}
 }
 
-func TestNativeAntiAffinity(t *testing.T) {
-	terms := func(p *corev1.Pod) []string {
-		a := NativeAntiAffinity(p.Labels)
+func TestNativeRules(t *testing.T) {
+	rules := func(p *corev1.Pod) []string {
+		a, spread := NativeRules(p.Labels)
 		if a == nil {
 			return nil
 		}
@@ -86,6 +87,10 @@ func TestNativeAntiAffinity(t *testing.T) {
 		for _, tm := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
 			out = append(out, tm.LabelSelector.MatchLabels[fixture.LabelName]+"/"+tm.LabelSelector.MatchLabels[fixture.LabelComponent]+
 				" keys="+strings.Join(tm.MatchLabelKeys, "+")+" on "+tm.TopologyKey)
+		}
+		for _, c := range spread {
+			out = append(out, fmt.Sprintf("spread %s/%s keys=%s over %s, skew %d, %s", c.LabelSelector.MatchLabels[fixture.LabelName],
+				c.LabelSelector.MatchLabels[fixture.LabelComponent], strings.Join(c.MatchLabelKeys, "+"), c.TopologyKey, c.MaxSkew, c.WhenUnsatisfiable))
 		}
 		return out
 	}
@@ -96,9 +101,12 @@ func TestNativeAntiAffinity(t *testing.T) {
 		{fixture.MakePod().Namespace("n").Name("m").Redis("c", "master", "0").Schedulable().Obj(), []string{
 			"redis/master keys=app.kubernetes.io/instance on kubernetes.io/hostname",
 			"redis/replica keys=app.kubernetes.io/instance+regosched.io/shard on kubernetes.io/hostname",
+			"redis/replica keys=app.kubernetes.io/instance+regosched.io/shard on topology.kubernetes.io/zone",
+			"spread redis/master keys=app.kubernetes.io/instance over topology.kubernetes.io/zone, skew 1, DoNotSchedule",
 		}},
 		{fixture.MakePod().Namespace("n").Name("r").Redis("c", "replica", "0").Schedulable().Obj(), []string{
 			"redis/master keys=app.kubernetes.io/instance+regosched.io/shard on kubernetes.io/hostname",
+			"redis/master keys=app.kubernetes.io/instance+regosched.io/shard on topology.kubernetes.io/zone",
 		}},
 		{fixture.MakePod().Namespace("n").Name("d").Elasticsearch("c", "data").Schedulable().Obj(), []string{
 			"elasticsearch/data keys=app.kubernetes.io/instance on kubernetes.io/hostname",
@@ -107,7 +115,7 @@ func TestNativeAntiAffinity(t *testing.T) {
 		{fixture.MakePod().Namespace("n").Name("p").Schedulable().Obj(), nil},
 	}
 	for _, tt := range tests {
-		if diff := cmp.Diff(tt.want, terms(tt.pod)); diff != "" {
+		if diff := cmp.Diff(tt.want, rules(tt.pod)); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tt.pod.Name, diff)
 		}
 	}
@@ -130,7 +138,7 @@ func TestViolations(t *testing.T) {
 		}
 		return out
 	}
-	if v := Violations(place()); len(v) != 0 {
+	if v := Violations(place(), nil); len(v) != 0 {
 		t.Fatalf("all apart: %v", v)
 	}
 
@@ -141,7 +149,7 @@ func TestViolations(t *testing.T) {
 	byName["redis-000-1-replica"].Spec.NodeName = "shared"
 	byName["es-000-data-0"].Spec.NodeName = "shared"
 	byName["es-001-data-0"].Spec.NodeName = "shared"
-	if v := Violations(place()); len(v) != 0 {
+	if v := Violations(place(), nil); len(v) != 0 {
 		t.Fatalf("allowed neighbours: %v", v)
 	}
 
@@ -152,7 +160,7 @@ func TestViolations(t *testing.T) {
 	byName["redis-000-1-replica"].Spec.NodeName = "n2"
 	byName["es-001-data-1"].Spec.NodeName = "n3"
 	byName["es-001-data-2"].Spec.NodeName = "n3"
-	got := Violations(place())
+	got := Violations(place(), nil)
 	want := []string{
 		"node n1: bench-x-00/redis-001-0-master and bench-x-00/redis-001-1-master (two redis masters of a cluster)",
 		"node n2: bench-x-00/redis-000-1-master and bench-x-00/redis-000-1-replica (redis master and replica of a shard)",
@@ -162,11 +170,21 @@ func TestViolations(t *testing.T) {
 		t.Errorf("Violations (-want +got):\n%s", diff)
 	}
 
+	// Per zone: the master and the replica of a shard on two nodes of one
+	// zone.
+	zoneOf := map[string]string{"za1": "a", "za2": "a"}
+	byName["redis-000-0-master"].Spec.NodeName = "za1"
+	byName["redis-000-0-replica"].Spec.NodeName = "za2"
+	want = []string{"zone of bench-x-00/redis-000/0/a: bench-x-00/redis-000-0-master and bench-x-00/redis-000-0-replica (redis master and replica of a shard)"}
+	if diff := cmp.Diff(want, Violations(place(), zoneOf)[3:]); diff != "" {
+		t.Errorf("Violations per zone (-want +got):\n%s", diff)
+	}
+
 	// Pending pods break nothing.
 	for _, p := range pods {
 		p.Spec.NodeName = ""
 	}
-	if v := Violations(place()); len(v) != 0 {
+	if v := Violations(place(), nil); len(v) != 0 {
 		t.Fatalf("all pending: %v", v)
 	}
 }

@@ -170,7 +170,7 @@ func (w Workload) Pods(mode Mode, run string) []*corev1.Pod {
 		p.Labels[LabelRun] = run
 		p.Spec.SchedulerName = mode.SchedulerName()
 		if mode == ModeNative {
-			p.Spec.Affinity = NativeAntiAffinity(p.Labels)
+			p.Spec.Affinity, p.Spec.TopologySpreadConstraints = NativeRules(p.Labels)
 		}
 		pods = append(pods, p)
 	}
@@ -191,47 +191,59 @@ func (w Workload) Pods(mode Mode, run string) []*corev1.Pod {
 	return pods
 }
 
-// NativeAntiAffinity is the default policy's hard rules for a pod with
-// these labels, as kube-scheduler's own required pod anti-affinity on the
-// hostname (terms apply in the pod's namespace, which with the instance
-// label makes a cluster):
+// NativeRules is the default policy's hard rules for a pod with these
+// labels, as kube-scheduler's own required pod anti-affinity and topology
+// spread constraints, per node (hostname) and per zone (terms and
+// constraints apply in the pod's namespace, which with the instance label
+// makes a cluster):
 //
-//   - a Redis master avoids the masters of its cluster and the replicas of
-//     its shard;
-//   - a Redis replica avoids the master of its shard;
-//   - an Elasticsearch data pod avoids the data pods of its cluster.
+//   - a Redis master avoids the masters of its cluster on its node, and the
+//     replica of its shard on its node and in its zone; its cluster's
+//     masters spread over the zones with a skew of at most 1, which for
+//     the workload's 3 masters over 3 zones is the policy's quorum (fewer
+//     than half, so one, per zone);
+//   - a Redis replica avoids the master of its shard on its node and in
+//     its zone;
+//   - an Elasticsearch data pod avoids the data pods of its cluster on its
+//     node.
 //
 // Cluster and shard come from matchLabelKeys (GA and locked on since
 // Kubernetes 1.33), which the API server merges into the label selector at
-// creation. It returns nil for any other pod.
-func NativeAntiAffinity(labels map[string]string) *corev1.Affinity {
-	term := func(app, role string, keys ...string) corev1.PodAffinityTerm {
-		return corev1.PodAffinityTerm{
-			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
-				fixture.LabelName:      app,
-				fixture.LabelComponent: role,
-			}},
-			MatchLabelKeys: keys,
-			TopologyKey:    localcluster.LabelHostname,
-		}
+// creation. It returns nil, nil for any other pod.
+func NativeRules(labels map[string]string) (*corev1.Affinity, []corev1.TopologySpreadConstraint) {
+	selector := func(app, role string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{fixture.LabelName: app, fixture.LabelComponent: role}}
 	}
+	term := func(app, role, topology string, keys ...string) corev1.PodAffinityTerm {
+		return corev1.PodAffinityTerm{LabelSelector: selector(app, role), MatchLabelKeys: keys, TopologyKey: topology}
+	}
+	host, zone := localcluster.LabelHostname, localcluster.LabelZone
 	var terms []corev1.PodAffinityTerm
+	var spread []corev1.TopologySpreadConstraint
 	switch labels[fixture.LabelName] + "/" + labels[fixture.LabelComponent] {
 	case "redis/master":
 		terms = []corev1.PodAffinityTerm{
-			term("redis", "master", fixture.LabelInstance),
-			term("redis", "replica", fixture.LabelInstance, fixture.LabelShard),
+			term("redis", "master", host, fixture.LabelInstance),
+			term("redis", "replica", host, fixture.LabelInstance, fixture.LabelShard),
+			term("redis", "replica", zone, fixture.LabelInstance, fixture.LabelShard),
 		}
+		spread = []corev1.TopologySpreadConstraint{{
+			MaxSkew: 1, TopologyKey: zone, WhenUnsatisfiable: corev1.DoNotSchedule,
+			LabelSelector: selector("redis", "master"), MatchLabelKeys: []string{fixture.LabelInstance},
+		}}
 	case "redis/replica":
-		terms = []corev1.PodAffinityTerm{term("redis", "master", fixture.LabelInstance, fixture.LabelShard)}
+		terms = []corev1.PodAffinityTerm{
+			term("redis", "master", host, fixture.LabelInstance, fixture.LabelShard),
+			term("redis", "master", zone, fixture.LabelInstance, fixture.LabelShard),
+		}
 	case "elasticsearch/data":
-		terms = []corev1.PodAffinityTerm{term("elasticsearch", "data", fixture.LabelInstance)}
+		terms = []corev1.PodAffinityTerm{term("elasticsearch", "data", host, fixture.LabelInstance)}
 	default:
-		return nil
+		return nil, nil
 	}
 	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: terms,
-	}}
+	}}, spread
 }
 
 // LabelPrebound marks the pods a measurement binds before it starts, with
@@ -270,7 +282,7 @@ func (w Workload) Prebound(mode Mode, run string, n int, nodes []string) ([]*cor
 		p.Spec.SchedulerName = mode.SchedulerName()
 		p.Spec.NodeName = nodes[len(pods)%len(nodes)]
 		if mode == ModeNative {
-			p.Spec.Affinity = NativeAntiAffinity(p.Labels)
+			p.Spec.Affinity, p.Spec.TopologySpreadConstraints = NativeRules(p.Labels)
 		}
 		pods = append(pods, p)
 	}
