@@ -26,10 +26,9 @@ import (
 //
 // The size of a group is its members counted: StatefulSets are not read.
 func ZoneViolations(pods []corev1.Pod, zoneOf map[string]string) []string {
-	vs := zoneViolations(pods, zoneOf)
-	out := make([]string, len(vs))
-	for i, v := range vs {
-		out[i] = v.text
+	var out []string
+	for _, v := range zoneViolations(pods, zoneOf) {
+		out = append(out, v.text)
 	}
 	return out
 }
