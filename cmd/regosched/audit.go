@@ -42,8 +42,9 @@ func newAuditCommand() *cobra.Command {
 		Short: "Check the bound pods against the hard rules; exit 1 on any violation",
 		Long: `Check the bound pods against the hard rules of the policy, once, and print the violations.
 
-With --snapshot FILE, the cluster is the file's nodes and pods (kubectl get nodes,pods -A -o yaml),
-and no kubeconfig is read.
+With --snapshot FILE, the cluster is the file's nodes, pods and StatefulSets (kubectl get
+nodes,pods,statefulsets -A -o yaml; StatefulSets are optional and size quorums), and no kubeconfig
+is read.
 
 Exit codes: 0 no violation, 1 violations found, 2 cannot audit (API server, policy, or pods the
 policy failed to judge), 64 usage error.`,

@@ -40,9 +40,9 @@ The pod is a manifest (-f FILE, - for standard input) or a pod of the cluster (P
 API server, in --namespace). Without --namespace, the namespace is the kubeconfig context's, as
 kubectl's; a manifest's own namespace wins, and -n must agree with it.
 
-With --snapshot FILE, the cluster is the file's nodes and pods (kubectl get nodes,pods -A -o yaml):
-POD is read from it, a manifest is judged against it, no kubeconfig is read, and the namespace
-defaults to "default".`,
+With --snapshot FILE, the cluster is the file's nodes, pods and StatefulSets (kubectl get
+nodes,pods,statefulsets -A -o yaml; StatefulSets are optional and size quorums): POD is read from
+it, a manifest is judged against it, no kubeconfig is read, and the namespace defaults to "default".`,
 		Example: `  regosched explain -f pod.yaml --policy ./my-bundle
   regosched explain -n shop cache-2 -o json
   regosched explain --snapshot cluster.yaml -n shop cache-2`,

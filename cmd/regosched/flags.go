@@ -140,7 +140,7 @@ func isTerminal(w io.Writer) bool {
 // addSnapshotFlag adds --snapshot to the commands that can read a cluster
 // from a file instead of the API server (audit, explain).
 func addSnapshotFlag(cmd *cobra.Command, path *string) {
-	cmd.Flags().StringVar(path, "snapshot", "", "read the nodes and pods from this file (kubectl get nodes,pods -A -o yaml or -o json, or a YAML stream of Nodes and Pods) instead of the API server; no kubeconfig is read (refused with --kubeconfig and --context)")
+	cmd.Flags().StringVar(path, "snapshot", "", "read the nodes, pods and StatefulSets from this file (kubectl get nodes,pods,statefulsets -A -o yaml or -o json, or a YAML stream of them; StatefulSets are optional and size quorums) instead of the API server; no kubeconfig is read (refused with --kubeconfig and --context)")
 	mustRegister(cmd, "snapshot", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		return []cobra.Completion{"yaml", "yml", "json"}, cobra.ShellCompDirectiveFilterFileExt
 	})

@@ -29,9 +29,9 @@ func newVerifyCommand() *cobra.Command {
 		Long: `Run policy test suites offline, as gator verify and kyverno test do: no cluster, no kubeconfig.
 
 A suite (YAML, kind Suite, apiVersion regosched.io/v1alpha1) names a cluster snapshot (kubectl get
-nodes,pods -A -o yaml, or objects inline) and pods to place, and expects, per pod, the nodes allowed
-and those denied, by which rule and peer, the score order, the pod's groups and protection; and of an
-audit of the snapshot, the violations and unprotected pods. Each pod is judged as the running
+nodes,pods,statefulsets -A -o yaml, or objects inline) and pods to place, and expects, per pod, the
+nodes allowed and those denied, by which rule and peer, the score order, the pod's groups and
+protection; and of an audit of the snapshot, the violations and unprotected pods. Each pod is judged as the running
 extender judges it. A directory runs every suite file in it, recursively; other YAML files are
 skipped. docs/policies.md describes the format.
 

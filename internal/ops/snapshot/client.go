@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
@@ -15,17 +16,21 @@ import (
 )
 
 // Client serves the snapshot as a read-only kubernetes.Interface: gets,
-// lists and watches (which never send an event) of its nodes and pods.
+// lists and watches (which never send an event) of its nodes, pods and
+// apps/v1 StatefulSets, the last for the placement cache's replicas.
 // Lists apply field selectors as the API server does, which client-go's
 // fakes do not, since the placement cache lists with one
 // ("spec.nodeName!=,status.phase!=..."). Writes fail with Forbidden.
 func (s *Snapshot) Client() kubernetes.Interface {
-	objs := make([]runtime.Object, 0, len(s.Nodes)+len(s.Bound)+len(s.Pending)+len(s.Finished))
+	objs := make([]runtime.Object, 0, len(s.Nodes)+len(s.Bound)+len(s.Pending)+len(s.Finished)+len(s.StatefulSets))
 	for _, n := range s.Nodes {
 		objs = append(objs, n.DeepCopy())
 	}
 	for _, p := range s.Pods() {
 		objs = append(objs, p.DeepCopy())
+	}
+	for _, set := range s.StatefulSets {
+		objs = append(objs, set.DeepCopy())
 	}
 	client := fake.NewClientset(objs...)
 	client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -54,6 +59,19 @@ func (s *Snapshot) Client() kubernetes.Interface {
 		}
 		return true, list, nil
 	})
+	client.PrependReactor("list", "statefulsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sel, err := selector(a, metadataField)
+		if err != nil {
+			return true, nil, err
+		}
+		list := &appsv1.StatefulSetList{}
+		for _, set := range s.StatefulSets {
+			if (a.GetNamespace() == "" || a.GetNamespace() == set.Namespace) && sel.Matches(metadataFieldSet(set.Name, set.Namespace)) {
+				list.Items = append(list.Items, *set.DeepCopy())
+			}
+		}
+		return true, list, nil
+	})
 	// A snapshot is what a cluster was: it refuses every write.
 	for _, verb := range []string{"create", "update", "patch", "delete", "delete-collection", "apply"} {
 		client.PrependReactor(verb, "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -78,6 +96,10 @@ func podField(f string) bool {
 }
 
 func nodeField(f string) bool { return f == "metadata.name" || f == "spec.unschedulable" }
+
+// metadataField: the API server supports only the metadata fields on a
+// StatefulSet (pkg/registry/apps/statefulset/strategy.go).
+func metadataField(f string) bool { return f == "metadata.name" || f == "metadata.namespace" }
 
 // selector is a list action's field selector, everything when it has none.
 func selector(a k8stesting.Action, supported func(string) bool) (fields.Selector, error) {
@@ -110,6 +132,10 @@ func podFieldSet(p *corev1.Pod) fields.Set {
 		"status.podIP":             p.Status.PodIP,
 		"status.nominatedNodeName": p.Status.NominatedNodeName,
 	}
+}
+
+func metadataFieldSet(name, namespace string) fields.Set {
+	return fields.Set{"metadata.name": name, "metadata.namespace": namespace}
 }
 
 func nodeFieldSet(n *corev1.Node) fields.Set {

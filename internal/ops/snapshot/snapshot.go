@@ -1,8 +1,10 @@
-// Package snapshot loads a cluster snapshot, the nodes and pods that
-// `kubectl get nodes,pods -A -o yaml` (or -o json) prints, or a
-// multi-document YAML stream of them, and serves it as a read-only
-// kubernetes.Interface, so that `regosched audit` and `explain` run their
-// normal code paths with no cluster (`--snapshot`).
+// Package snapshot loads a cluster snapshot, the nodes, pods and
+// StatefulSets that `kubectl get nodes,pods,statefulsets -A -o yaml` (or
+// -o json) prints, or a multi-document YAML stream of them, and serves it
+// as a read-only kubernetes.Interface, so that `regosched audit` and
+// `explain` run their normal code paths with no cluster (`--snapshot`).
+// StatefulSets are optional: they give a quorum's group its size (their
+// replicas), which the pods alone would only count.
 package snapshot
 
 import (
@@ -15,6 +17,7 @@ import (
 	"os"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -32,7 +35,7 @@ const (
 type Limits struct {
 	// MaxBytes bounds the file's size.
 	MaxBytes int64
-	// MaxItems bounds the number of nodes and pods together.
+	// MaxItems bounds the number of nodes, pods and StatefulSets together.
 	MaxItems int
 }
 
@@ -46,7 +49,8 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// Snapshot is a cluster's nodes and pods at one moment, as read from a file.
+// Snapshot is a cluster's nodes, pods and StatefulSets at one moment, as
+// read from a file.
 type Snapshot struct {
 	// Source names the file, for messages.
 	Source string
@@ -57,6 +61,9 @@ type Snapshot struct {
 	Pending []*corev1.Pod
 	// Finished are the pods that succeeded or failed, which occupy no node.
 	Finished []*corev1.Pod
+	// StatefulSets are read for their replicas: the size of a quorum's
+	// group whose members they hold, whether or not all are running.
+	StatefulSets []*appsv1.StatefulSet
 }
 
 // Pods are all the snapshot's pods: bound, pending, then finished.
@@ -72,6 +79,16 @@ func (s *Snapshot) Pod(namespace, name string) *corev1.Pod {
 	for _, p := range s.Pods() {
 		if p.Namespace == namespace && p.Name == name {
 			return p
+		}
+	}
+	return nil
+}
+
+// StatefulSet is the snapshot's StatefulSet namespace/name, or nil.
+func (s *Snapshot) StatefulSet(namespace, name string) *appsv1.StatefulSet {
+	for _, set := range s.StatefulSets {
+		if set.Namespace == namespace && set.Name == name {
+			return set
 		}
 	}
 	return nil
@@ -95,8 +112,9 @@ func LoadFile(path string, limits Limits) (*Snapshot, error) {
 }
 
 // Load reads a snapshot from r, which source names in errors: a v1 List
-// (or NodeList, PodList) of Nodes and Pods in YAML or JSON, or a stream of
-// YAML documents each a Node, a Pod or such a List.
+// (or NodeList, PodList, or an apps/v1 StatefulSetList) of Nodes, Pods and
+// StatefulSets in YAML or JSON, or a stream of YAML documents each one of
+// them or such a List.
 func Load(r io.Reader, source string, limits Limits) (*Snapshot, error) {
 	limits = limits.withDefaults()
 	// One byte past the limit tells a file at the limit from a longer one
@@ -108,7 +126,7 @@ func Load(r io.Reader, source string, limits Limits) (*Snapshot, error) {
 	if int64(len(data)) > limits.MaxBytes {
 		return nil, fmt.Errorf("snapshot %s: more than the limit of %d bytes", source, limits.MaxBytes)
 	}
-	l := loader{snap: &Snapshot{Source: source}, limits: limits, nodes: map[string]bool{}, pods: map[string]bool{}}
+	l := loader{snap: &Snapshot{Source: source}, limits: limits, nodes: map[string]bool{}, pods: map[string]bool{}, sets: map[string]bool{}}
 	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for doc := 0; ; doc++ {
 		raw, err := docs.Read()
@@ -137,8 +155,8 @@ type loader struct {
 	limits Limits
 	// items counts the items so far, across documents, for MaxItems and
 	// the index in errors.
-	items       int
-	nodes, pods map[string]bool
+	items             int
+	nodes, pods, sets map[string]bool
 }
 
 // header is what an object or a list says it is.
@@ -161,6 +179,11 @@ func (l *loader) document(raw []byte) error {
 	case "List", "NodeList", "PodList":
 		if h.APIVersion != "v1" {
 			return fmt.Errorf("kind %s of apiVersion %q, want v1", h.Kind, h.APIVersion)
+		}
+		return l.list(js)
+	case "StatefulSetList":
+		if h.APIVersion != "apps/v1" {
+			return fmt.Errorf("kind %s of apiVersion %q, want apps/v1", h.Kind, h.APIVersion)
 		}
 		return l.list(js)
 	}
@@ -209,7 +232,8 @@ func (l *loader) list(js []byte) error {
 	return nil
 }
 
-// item adds one Node or Pod; index is its place among the file's items.
+// item adds one Node, Pod or StatefulSet; index is its place among the
+// file's items.
 func (l *loader) item(js []byte, index int) error {
 	if l.items >= l.limits.MaxItems {
 		return fmt.Errorf("item %d: more than the limit of %d items", index, l.limits.MaxItems)
@@ -219,24 +243,37 @@ func (l *loader) item(js []byte, index int) error {
 	if err := json.Unmarshal(js, &h); err != nil {
 		return fmt.Errorf("item %d: not an object: %w", index, err)
 	}
-	if h.APIVersion != "v1" || (h.Kind != "Node" && h.Kind != "Pod") {
-		return fmt.Errorf("item %d: kind %q of apiVersion %q: a snapshot holds only v1 Nodes and Pods", index, h.Kind, h.APIVersion)
+	switch {
+	case h.APIVersion == "v1" && h.Kind == "Node":
+		return l.node(js, index)
+	case h.APIVersion == "v1" && h.Kind == "Pod":
+		return l.pod(js, index)
+	case h.APIVersion == "apps/v1" && h.Kind == "StatefulSet":
+		return l.statefulSet(js, index)
 	}
-	if h.Kind == "Node" {
-		var n corev1.Node
-		if err := json.Unmarshal(js, &n); err != nil {
-			return fmt.Errorf("item %d: Node: %w", index, err)
-		}
-		switch {
-		case n.Name == "":
-			return fmt.Errorf("item %d: Node without a name", index)
-		case l.nodes[n.Name]:
-			return fmt.Errorf("item %d: Node %s twice", index, n.Name)
-		}
-		l.nodes[n.Name] = true
-		l.snap.Nodes = append(l.snap.Nodes, &n)
-		return nil
+	return fmt.Errorf("item %d: kind %q of apiVersion %q: a snapshot holds only v1 Nodes and Pods and apps/v1 StatefulSets", index, h.Kind, h.APIVersion)
+}
+
+// node adds a Node; a name given twice would make two nodes of one.
+func (l *loader) node(js []byte, index int) error {
+	var n corev1.Node
+	if err := json.Unmarshal(js, &n); err != nil {
+		return fmt.Errorf("item %d: Node: %w", index, err)
 	}
+	switch {
+	case n.Name == "":
+		return fmt.Errorf("item %d: Node without a name", index)
+	case l.nodes[n.Name]:
+		return fmt.Errorf("item %d: Node %s twice", index, n.Name)
+	}
+	l.nodes[n.Name] = true
+	l.snap.Nodes = append(l.snap.Nodes, &n)
+	return nil
+}
+
+// pod adds a Pod to the bound, pending or finished ones by its node and
+// phase, since only bound, unfinished pods occupy a node.
+func (l *loader) pod(js []byte, index int) error {
 	var p corev1.Pod
 	if err := json.Unmarshal(js, &p); err != nil {
 		return fmt.Errorf("item %d: Pod: %w", index, err)
@@ -265,6 +302,32 @@ func (l *loader) item(js []byte, index int) error {
 	default:
 		l.snap.Pending = append(l.snap.Pending, &p)
 	}
+	return nil
+}
+
+// statefulSet adds a StatefulSet, whose replicas size the quorum of the
+// pods it controls (model.Pod.StatefulSet names it).
+func (l *loader) statefulSet(js []byte, index int) error {
+	var s appsv1.StatefulSet
+	if err := json.Unmarshal(js, &s); err != nil {
+		return fmt.Errorf("item %d: StatefulSet: %w", index, err)
+	}
+	if s.Name == "" {
+		return fmt.Errorf("item %d: StatefulSet without a name", index)
+	}
+	if s.Namespace == "" {
+		s.Namespace = "default" // as for pods, whose owner it is by name
+	}
+	key := s.Namespace + "/" + s.Name
+	switch {
+	case l.sets[key]:
+		return fmt.Errorf("item %d: StatefulSet %s twice", index, key)
+	case s.Spec.Replicas != nil && *s.Spec.Replicas < 0:
+		// The API server refuses it; as a group's size it would mean nothing.
+		return fmt.Errorf("item %d: StatefulSet %s: spec.replicas %d, want 0 or more", index, key, *s.Spec.Replicas)
+	}
+	l.sets[key] = true
+	l.snap.StatefulSets = append(l.snap.StatefulSets, &s)
 	return nil
 }
 

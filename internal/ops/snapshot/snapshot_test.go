@@ -1,19 +1,25 @@
 package snapshot
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fx "github.com/regosched/regosched/test/fixture"
 )
 
-// summary is what a test compares of a snapshot: its objects' names.
+// summary is what a test compares of a snapshot: its objects' names, and
+// StatefulSets' replicas ("ns/name=3", "=nil" when unset).
 type summary struct {
-	Nodes, Bound, Pending, Finished []string
+	Nodes, Bound, Pending, Finished, StatefulSets []string
 }
 
 func summarize(s *Snapshot) summary {
@@ -29,6 +35,13 @@ func summarize(s *Snapshot) summary {
 		return k
 	}
 	out.Bound, out.Pending, out.Finished = keys(s.Bound), keys(s.Pending), keys(s.Finished)
+	for _, set := range s.StatefulSets {
+		replicas := "nil"
+		if set.Spec.Replicas != nil {
+			replicas = fmt.Sprint(*set.Spec.Replicas)
+		}
+		out.StatefulSets = append(out.StatefulSets, set.Namespace+"/"+set.Name+"="+replicas)
+	}
 	return out
 }
 
@@ -80,11 +93,30 @@ func list(items ...string) string {
 	return "apiVersion: v1\nkind: List\nitems:\n" + strings.Join(items, "")
 }
 
+// statefulSet is fx.StatefulSet namespace/name of Elasticsearch
+// masters as kubectl prints it: JSON, which is a YAML document too.
+func statefulSet(namespace, name string, replicas int32) string {
+	set := fx.StatefulSet(namespace, name, replicas, fx.ElasticsearchLabels("logs", "master"))
+	set.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"}
+	js, err := json.Marshal(set)
+	if err != nil {
+		panic(err) // a typed object always marshals
+	}
+	return string(js)
+}
+
+// setItem is statefulSet as an item of list.
+func setItem(namespace, name string, replicas int32) string {
+	return "- " + statefulSet(namespace, name, replicas) + "\n"
+}
+
 func TestLoad(t *testing.T) {
 	many := make([]string, 11)
 	for i := range many {
 		many[i] = item("Pod", fmt.Sprintf("p%d", i))
 	}
+	// Ten pods and a StatefulSet: the StatefulSet is the eleventh item.
+	manySets := slices.Concat(many[:10], []string{setItem("ns", "s", 3)})
 	for _, tc := range []struct {
 		name, in string
 		limits   Limits
@@ -110,11 +142,33 @@ func TestLoad(t *testing.T) {
 		{name: "too many items across documents", in: "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n2}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n3}\n", limits: Limits{MaxItems: 2},
 			wantErr: "snapshot f: document 2: item 2: more than the limit of 2 items"},
 		{name: "wrong kind", in: list(item("Node", "n1"), item("ConfigMap", "c")),
-			wantErr: `snapshot f: document 0: item 1: kind "ConfigMap" of apiVersion "v1": a snapshot holds only v1 Nodes and Pods`},
+			wantErr: `snapshot f: document 0: item 1: kind "ConfigMap" of apiVersion "v1": a snapshot holds only v1 Nodes and Pods and apps/v1 StatefulSets`},
 		{name: "wrong apiVersion", in: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n",
-			wantErr: `snapshot f: document 0: item 0: kind "Deployment" of apiVersion "apps/v1": a snapshot holds only v1 Nodes and Pods`},
+			wantErr: `snapshot f: document 0: item 0: kind "Deployment" of apiVersion "apps/v1": a snapshot holds only v1 Nodes and Pods and apps/v1 StatefulSets`},
 		{name: "no kind", in: "metadata: {name: x}\n",
-			wantErr: `snapshot f: document 0: item 0: kind "" of apiVersion "": a snapshot holds only v1 Nodes and Pods`},
+			wantErr: `snapshot f: document 0: item 0: kind "" of apiVersion "": a snapshot holds only v1 Nodes and Pods and apps/v1 StatefulSets`},
+		// kubectl get nodes,pods,statefulsets -A -o yaml: one List of all three.
+		{name: "StatefulSets in a list", in: list(item("Node", "n1"), setItem("logs", "es-master", 3), item("Pod", "p")),
+			want: summary{Nodes: []string{"n1"}, Pending: []string{"ns/p@"}, StatefulSets: []string{"logs/es-master=3"}}},
+		{name: "StatefulSets in a stream", in: "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n---\n" + statefulSet("logs", "es-master", 3) +
+			"\n---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: es-data}\nspec: {serviceName: es}\n",
+			want: summary{Nodes: []string{"n1"}, StatefulSets: []string{"logs/es-master=3", "default/es-data=nil"}}},
+		{name: "a StatefulSetList", in: "apiVersion: apps/v1\nkind: StatefulSetList\nitems:\n" + setItem("logs", "es-master", 5),
+			want: summary{StatefulSets: []string{"logs/es-master=5"}}},
+		{name: "a StatefulSetList of another apiVersion", in: "apiVersion: v1\nkind: StatefulSetList\nitems: []\n",
+			wantErr: `snapshot f: document 0: kind StatefulSetList of apiVersion "v1", want apps/v1`},
+		{name: "a StatefulSet of another apiVersion", in: list("- {apiVersion: apps/v1beta1, kind: StatefulSet, metadata: {name: s}}\n"),
+			wantErr: `snapshot f: document 0: item 0: kind "StatefulSet" of apiVersion "apps/v1beta1": a snapshot holds only v1 Nodes and Pods and apps/v1 StatefulSets`},
+		{name: "StatefulSets count toward the item limit", in: list(manySets...), limits: Limits{MaxItems: 10},
+			wantErr: "snapshot f: document 0: item 10: more than the limit of 10 items"},
+		{name: "a malformed StatefulSet", in: list(item("Node", "n1"), "- {apiVersion: apps/v1, kind: StatefulSet, metadata: {name: s}, spec: {replicas: three}}\n"),
+			wantErr: "snapshot f: document 0: item 1: StatefulSet: json: cannot unmarshal string into Go struct field StatefulSetSpec.spec.replicas of type int32"},
+		{name: "an unnamed StatefulSet", in: list("- {apiVersion: apps/v1, kind: StatefulSet, metadata: {namespace: ns}}\n"),
+			wantErr: "snapshot f: document 0: item 0: StatefulSet without a name"},
+		{name: "a StatefulSet twice", in: list(setItem("logs", "s", 3), item("Pod", "p"), setItem("logs", "s", 1)),
+			wantErr: "snapshot f: document 0: item 2: StatefulSet logs/s twice"},
+		{name: "a StatefulSet of negative replicas", in: list(setItem("logs", "s", -1)),
+			wantErr: "snapshot f: document 0: item 0: StatefulSet logs/s: spec.replicas -1, want 0 or more"},
 		{name: "list of another apiVersion", in: "apiVersion: v2\nkind: List\nitems: []\n",
 			wantErr: `snapshot f: document 0: kind List of apiVersion "v2", want v1`},
 		{name: "malformed YAML", in: "apiVersion: v1\nkind: List\nitems: [\n",

@@ -1,9 +1,10 @@
 // Package verify runs policy test suites offline (`regosched verify`), as
 // Gatekeeper's `gator verify` and `kyverno test` do for theirs: a suite
-// names a cluster snapshot (nodes and bound pods) and pending pods, and says
-// per pod which nodes the policy allows and which it denies, by which rule
-// and peer, in which order it scores them, and which violations and
-// unprotected pods an audit of the snapshot finds.
+// names a cluster snapshot (nodes, bound pods and the StatefulSets that
+// size quorums) and pending pods, and says per pod which nodes the policy
+// allows and which it denies, by which rule and peer, in which order it
+// scores them, and which violations and unprotected pods an audit of the
+// snapshot finds.
 //
 // Each pod is judged by internal/ops/explain, the real placement cache and the
 // extender's decision code over the one judge, on a snapshot served as a
@@ -41,10 +42,12 @@ type Suite struct {
 	APIVersion string   `json:"apiVersion"`
 	Kind       string   `json:"kind"`
 	Metadata   Metadata `json:"metadata"`
-	// Snapshot is a file of nodes and pods (kubectl get nodes,pods -A -o
-	// yaml), relative to the suite's directory.
+	// Snapshot is a file of nodes, pods and optionally StatefulSets
+	// (kubectl get nodes,pods,statefulsets -A -o yaml), relative to the
+	// suite's directory.
 	Snapshot string `json:"snapshot,omitempty"`
-	// Objects are nodes and pods inline, added to the snapshot's.
+	// Objects are nodes, pods and StatefulSets inline, added to the
+	// snapshot's; a StatefulSet sizes the quorum of the pods it controls.
 	Objects []json.RawMessage `json:"objects,omitempty"`
 	// Cases are pending pods and what the policy must decide for them.
 	Cases []Case `json:"cases,omitempty"`

@@ -178,7 +178,8 @@ func runSuite(ctx context.Context, s *Suite, opts Options) SuiteResult {
 	return sr
 }
 
-// cluster is the suite's snapshot file and inline objects together.
+// cluster is the suite's snapshot file and inline objects together:
+// nodes, pods and StatefulSets.
 func (s *Suite) cluster(limits snapshot.Limits) (*snapshot.Snapshot, error) {
 	snap := &snapshot.Snapshot{Source: s.Path()}
 	if s.Snapshot != "" {
@@ -210,10 +211,18 @@ func (s *Suite) cluster(limits snapshot.Limits) (*snapshot.Snapshot, error) {
 				return nil, fmt.Errorf("objects: pod %s/%s is in the snapshot already", p.Namespace, p.Name)
 			}
 		}
+		for _, set := range inline.StatefulSets {
+			if snap.StatefulSet(set.Namespace, set.Name) != nil {
+				return nil, fmt.Errorf("objects: StatefulSet %s/%s is in the snapshot already", set.Namespace, set.Name)
+			}
+		}
 		snap.Nodes = append(snap.Nodes, inline.Nodes...)
 		snap.Bound = append(snap.Bound, inline.Bound...)
 		snap.Pending = append(snap.Pending, inline.Pending...)
 		snap.Finished = append(snap.Finished, inline.Finished...)
+		// The explainer's cache lists them from snap.Client(): a quorum
+		// then takes its group's size from the replicas stated here.
+		snap.StatefulSets = append(snap.StatefulSets, inline.StatefulSets...)
 	}
 	return snap, nil
 }

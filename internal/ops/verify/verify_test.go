@@ -3,20 +3,26 @@ package verify
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"encoding/xml"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/core/bundles"
 	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/test/fixture"
 )
 
 // clusterSnapshot is the snapshot of testdata/snapshots/README.md: Redis
@@ -596,5 +602,117 @@ func TestZoneRules(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// manifest is obj as a suite's inline object or a snapshot's item: JSON,
+// which YAML reads too, with the apiVersion and kind the loader wants.
+func manifest(t *testing.T, obj runtime.Object, apiVersion, kind string) string {
+	t.Helper()
+	obj.GetObjectKind().SetGroupVersionKind(schema.FromAPIVersionAndKind(apiVersion, kind))
+	js, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(js)
+}
+
+// TestQuorumSizeFromStatefulSet: the size of a quorum's group is its
+// StatefulSet's replicas, given inline or in the snapshot file. Of a
+// StatefulSet of three Elasticsearch masters, one bound in zone-a, a
+// second is refused every node of zone-a (a zone may hold one); counted
+// from its members alone, two, the quorum's limit is 0 and it refuses
+// nothing.
+func TestQuorumSizeFromStatefulSet(t *testing.T) {
+	const ns = "search"
+	master := func(name, node string) *corev1.Pod {
+		return fixture.MakePod().Namespace(ns).Name(name).Elasticsearch("es", "master").
+			StatefulSet("es-master", "uid-es-master").Container(corev1.Container{Name: "es", Image: fixture.PauseImage}).Node(node).Obj()
+	}
+	objects := []string{
+		manifest(t, fixture.MakeNode().Name("n-a1").Hostname().Zone("zone-a").Obj(), "v1", "Node"),
+		manifest(t, fixture.MakeNode().Name("n-a2").Hostname().Zone("zone-a").Obj(), "v1", "Node"),
+		manifest(t, fixture.MakeNode().Name("n-b").Hostname().Zone("zone-b").Obj(), "v1", "Node"),
+		manifest(t, fixture.MakeNode().Name("n-c").Hostname().Zone("zone-c").Obj(), "v1", "Node"),
+		manifest(t, master("es-master-0", "n-a1"), "v1", "Pod"),
+		manifest(t, master("es-master-1", ""), "v1", "Pod"),
+	}
+	set := func(replicas int32) string {
+		return manifest(t, fixture.StatefulSet(ns, "es-master", replicas, fixture.ElasticsearchLabels("es", "master")), "apps/v1", "StatefulSet")
+	}
+	const quorum = "elasticsearch-master-quorum"
+	refusedInZoneA := []Check{
+		{Name: "n-b allowed", Passed: true},
+		{Name: "n-c allowed", Passed: true},
+		{Name: "n-a1 denied by " + quorum, Passed: true},
+		{Name: "n-a2 denied by " + quorum, Passed: true},
+	}
+	allowedEverywhere := []Check{
+		{Name: "n-b allowed", Passed: true},
+		{Name: "n-c allowed", Passed: true},
+		{Name: "n-a1 denied by " + quorum},
+		{Name: "n-a2 denied by " + quorum},
+	}
+	for _, tt := range []struct {
+		name string
+		// inline and file are StatefulSets of the suite's objects and of
+		// its snapshot file.
+		inline, file []string
+		want         []Check
+	}{
+		{name: "a StatefulSet of three inline: refused in zone-a", inline: []string{set(3)}, want: refusedInZoneA},
+		{name: "a StatefulSet of three in the snapshot file: refused in zone-a", file: []string{set(3)}, want: refusedInZoneA},
+		{name: "a StatefulSet of two: a quorum of two refuses nothing", inline: []string{set(2)}, want: allowedEverywhere},
+		{name: "no StatefulSet: two members counted refuse nothing", want: allowedEverywhere},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			body := "apiVersion: regosched.io/v1alpha1\nkind: Suite\nmetadata: {name: s}\n"
+			if len(tt.file) > 0 {
+				snap := filepath.Join(dir, "cluster.yaml")
+				if err := os.WriteFile(snap, []byte(strings.Join(tt.file, "\n---\n")), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				body += "snapshot: cluster.yaml\n"
+			}
+			body += "objects:\n- " + strings.Join(append(slices.Clone(objects), tt.inline...), "\n- ") + "\n" +
+				"cases:\n- name: c\n  pod: " + ns + "/es-master-1\n  expect:\n" +
+				"    denied:\n" +
+				"    - {node: n-a1, rule: " + quorum + ", peer: " + ns + "/es-master-0}\n" +
+				"    - {node: n-a2, rule: " + quorum + ", peer: " + ns + "/es-master-0, resolvable: false}\n" +
+				"    allowed: [n-b, n-c]\n"
+			path := filepath.Join(dir, "s.yaml")
+			if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var got []Check
+			for _, c := range checks(t, run(t, path)) {
+				got = append(got, Check{Name: c.Name, Passed: c.Passed})
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("checks (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestStatefulSetTwice: a StatefulSet inline that the snapshot file holds
+// already is refused, as a node or a pod is, rather than one replacing
+// the other.
+func TestStatefulSetTwice(t *testing.T) {
+	dir := t.TempDir()
+	set := manifest(t, fixture.StatefulSet("search", "es-master", 3, fixture.ElasticsearchLabels("es", "master")), "apps/v1", "StatefulSet")
+	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), []byte(set), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "s.yaml")
+	body := "apiVersion: regosched.io/v1alpha1\nkind: Suite\nsnapshot: cluster.yaml\nobjects:\n- " + set + "\naudit: {violations: []}\n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, path)
+	want := "objects: StatefulSet search/es-master is in the snapshot already"
+	if diff := cmp.Diff(want, r.Suites[0].Error); diff != "" {
+		t.Errorf("suite error (-want +got):\n%s", diff)
 	}
 }
