@@ -32,6 +32,54 @@ func (j *Judge) Denied(s *Subject, node string, cs []model.Conflict, preemptible
 	}
 }
 
+// deniedCandidates is Denied for the refused candidates of a filter call:
+// the rules per node once per refused node, and a rule per zone once per
+// zone, not once per node of it (thousands of log lines per call).
+func (j *Judge) deniedCandidates(s *Subject, refused []Refusal) {
+	var zones map[model.Domain]bool // logged already
+	for _, r := range refused {
+		if perNodeOnly(r.Conflicts) {
+			j.Denied(s, r.Node, r.Conflicts, r.Resolvable, "filter")
+			continue
+		}
+		var onNode []model.Conflict
+		for _, c := range r.Conflicts {
+			if c.Domain.OnNode() {
+				onNode = append(onNode, c)
+			}
+		}
+		if len(onNode) > 0 {
+			j.Denied(s, r.Node, onNode, r.Resolvable, "filter")
+		}
+		for _, c := range r.Conflicts {
+			if c.Domain.OnNode() || zones[c.Domain] {
+				continue
+			}
+			if zones == nil {
+				zones = map[model.Domain]bool{}
+			}
+			zones[c.Domain] = true
+			var here []model.Conflict
+			for _, d := range r.Conflicts {
+				if d.Domain == c.Domain {
+					here = append(here, d)
+				}
+			}
+			j.Denied(s, c.Domain.String(), here, false, "filter")
+		}
+	}
+}
+
+// perNodeOnly: every conflict of cs is on its node.
+func perNodeOnly(cs []model.Conflict) bool {
+	for _, c := range cs {
+		if !c.Domain.OnNode() {
+			return false
+		}
+	}
+	return true
+}
+
 // maxYieldReasons is how many rules the Event of Yielded names.
 const maxYieldReasons = 3
 

@@ -122,9 +122,7 @@ func (j *Judge) Filter(ctx context.Context, req FilterRequest) (*Filtered, error
 			j.Denied(s, where, cs, d.OnNode() && f.Verdict.Preemptible(d.Value, nil), "filter")
 		})
 	}
-	for _, r := range f.Refused {
-		j.Denied(s, r.Node, r.Conflicts, r.Resolvable, "filter")
-	}
+	j.deniedCandidates(s, f.Refused)
 	if req.SoftTier {
 		j.softTier(f, req)
 	}

@@ -291,6 +291,28 @@ regosched_filter_denials_total{resolvable="false",rule="elasticsearch-data"} 1
 	}
 }
 
+// TestFilterCountsDenialsPerZoneOnce: a rule per zone is one denial per
+// zone, however many of its nodes are candidates (node-1 and node-4 share
+// zone-a); a rule per node, one per node.
+func TestFilterCountsDenialsPerZoneOnce(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	d, _ := newDecider(t, []*model.Pod{fixture.MakePod().Namespace("shop").Name("cache-0-master").Redis("cache", "master", "0").Node("node-1").Model()}, reg)
+	if _, err := d.FilterAnswer(context.Background(), &extenderv1.ExtenderArgs{
+		Pod: pendingPod(fixture.MakePod().Namespace("shop").Name("cache-0-replica").Redis("cache", "replica", "0").Model()), NodeNames: names("node-1", "node-2", "node-3", "node-4"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP regosched_filter_denials_total Candidate nodes a hard rule turned the pending pod away from, by rule and by whether preemption could resolve the conflict.
+# TYPE regosched_filter_denials_total counter
+regosched_filter_denials_total{resolvable="false",rule="redis-master-replica"} 1
+regosched_filter_denials_total{resolvable="false",rule="redis-master-replica-zones"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "regosched_filter_denials_total"); err != nil {
+		t.Error(err)
+	}
+}
+
 // TestFilterRefreshesStalePeersBeforeRefusingEverything emulates a cache
 // that is behind the API: kube-scheduler retries a pod right after a peer
 // was deleted or relabelled, before our informer has seen it. The cache
