@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/regosched/regosched/test/fixture"
 	"github.com/regosched/regosched/test/localcluster"
@@ -31,7 +32,7 @@ func (s *Stack) Violations(ctx context.Context, namespaces ...string) ([]string,
 	if err != nil {
 		return nil, err
 	}
-	zoneOf, err := s.zones(ctx)
+	zoneOf, err := nodeZones(ctx, s.Client())
 	if err != nil {
 		return nil, err
 	}
@@ -199,12 +200,17 @@ func (s *Stack) Placement(ctx context.Context, namespaces ...string) (Placement,
 
 // listPods lists the pods of namespaces, or of all namespaces.
 func (s *Stack) listPods(ctx context.Context, namespaces []string) ([]corev1.Pod, error) {
+	return listPods(ctx, s.Client(), namespaces)
+}
+
+// listPods lists through client the pods of namespaces, or of all.
+func listPods(ctx context.Context, client kubernetes.Interface, namespaces []string) ([]corev1.Pod, error) {
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	var pods []corev1.Pod
 	for _, ns := range namespaces {
-		list, err := s.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("listing pods: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/regosched/regosched/test/fixture"
 	"github.com/regosched/regosched/test/localcluster"
@@ -105,9 +106,9 @@ func zoneViolations(pods []corev1.Pod, zoneOf map[string]string) []zoneViolation
 	return out
 }
 
-// zones maps every node of the cluster to its zone label.
-func (s *Stack) zones(ctx context.Context) (map[string]string, error) {
-	list, err := s.Client().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+// nodeZones maps every node client lists to its zone label.
+func nodeZones(ctx context.Context, client kubernetes.Interface) (map[string]string, error) {
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
@@ -131,18 +132,24 @@ const ZoneRulesYielded = "ZoneRulesYielded"
 // pods has a ZoneRulesYielded Event. yielded lists those others. The
 // Events are written asynchronously: they are waited for a few seconds.
 func (s *Stack) Broken(ctx context.Context, namespaces ...string) (broken, yielded []string, err error) {
-	pods, err := s.listPods(ctx, namespaces)
+	return Broken(ctx, s.Client(), namespaces...)
+}
+
+// Broken is Stack.Broken through client, for a cluster without the
+// stack (regosched-scheduler's).
+func Broken(ctx context.Context, client kubernetes.Interface, namespaces ...string) (broken, yielded []string, err error) {
+	pods, err := listPods(ctx, client, namespaces)
 	if err != nil {
 		return nil, nil, err
 	}
-	zoneOf, err := s.zones(ctx)
+	zoneOf, err := nodeZones(ctx, client)
 	if err != nil {
 		return nil, nil, err
 	}
 	zoned := zoneViolations(pods, zoneOf)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		said, err := s.yieldedPods(ctx, namespaces)
+		said, err := yieldedPods(ctx, client, namespaces)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -167,13 +174,13 @@ func (s *Stack) Broken(ctx context.Context, namespaces ...string) (broken, yield
 
 // yieldedPods is the set of pods (namespace/name) of namespaces that have
 // a ZoneRulesYielded Event.
-func (s *Stack) yieldedPods(ctx context.Context, namespaces []string) (map[string]bool, error) {
+func yieldedPods(ctx context.Context, client kubernetes.Interface, namespaces []string) (map[string]bool, error) {
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	out := map[string]bool{}
 	for _, ns := range namespaces {
-		list, err := s.Client().EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		list, err := client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("listing events: %w", err)
 		}

@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
@@ -73,7 +74,13 @@ func decoded(p *corev1.Pod, rv int) *corev1.Pod {
 // profile, as kube-scheduler's queued pods are: regosched describes it
 // ahead of the requests, as it does in production. Without, every request
 // describes it (a pod the scheduler reaches before regosched heard of it).
-func benchHandler(b testing.TB, nodes, pods int, seen bool, dopts decision.Options) (http.Handler, []byte) {
+func benchHandler(b testing.TB, nodes, pods int, seen bool) (http.Handler, []byte) {
+	b.Helper()
+	return benchHandlerFor(b, pendingMaster(b), nodes, pods, seen, decision.Options{})
+}
+
+// benchHandlerFor is benchHandler with pending as the pod to place.
+func benchHandlerFor(b testing.TB, pending *corev1.Pod, nodes, pods int, seen bool, dopts decision.Options) (http.Handler, []byte) {
 	b.Helper()
 	objs := make([]runtime.Object, 0, nodes)
 	names := make([]string, nodes)
@@ -82,7 +89,6 @@ func benchHandler(b testing.TB, nodes, pods int, seen bool, dopts decision.Optio
 		objs = append(objs, fixture.MakeNode().Name(names[i]).Zone(fmt.Sprintf("zone-%d", i%3)).Obj())
 	}
 	client := fake.NewClientset(objs...)
-	pending := pendingMaster(b)
 	client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if sel := a.(k8stesting.ListAction).GetListRestrictions().Fields; sel.Matches(fields.Set{"spec.nodeName": "", "spec.schedulerName": "regosched"}) {
 			list := &corev1.PodList{}
@@ -153,7 +159,11 @@ func benchHandler(b testing.TB, nodes, pods int, seen bool, dopts decision.Optio
 // whole StatefulSet pod as the API server stores it (managed fields,
 // defaults, status), from testdata, not a pod of labels alone, so that the
 // benchmarks decode what a real request carries.
-func pendingMaster(b testing.TB) *corev1.Pod {
+func pendingMaster(b testing.TB) *corev1.Pod { return pendingMember(b, 6, "new-master") }
+
+// pendingMember is member i of cluster-0 (benchPod's roles and shards),
+// named name, as pendingMaster makes it.
+func pendingMember(b testing.TB, i int, name string) *corev1.Pod {
 	b.Helper()
 	raw, err := os.ReadFile("../../../testdata/pod-redis-statefulset.json")
 	if err != nil {
@@ -163,17 +173,22 @@ func pendingMaster(b testing.TB) *corev1.Pod {
 	if err := json.Unmarshal(raw, &pod); err != nil {
 		b.Fatal(err)
 	}
-	template := benchPod("ns", "cluster-0", 6, "")
-	pod.Namespace, pod.Name, pod.UID = "ns", "cluster-0-new-master", "new-master"
+	template := benchPod("ns", "cluster-0", i, "")
+	pod.Namespace, pod.Name, pod.UID = "ns", "cluster-0-"+name, types.UID(name)
 	pod.Spec.SchedulerName, pod.Spec.NodeName = "regosched", ""
 	maps.Copy(pod.Labels, template.Labels)
 	return &pod
 }
 
 func benchmarkVerb(b *testing.B, verb string, seen bool, dopts decision.Options) {
+	benchmarkVerbFor(b, pendingMaster, verb, seen, dopts)
+}
+
+// benchmarkVerbFor is benchmarkVerb for the pod pending makes.
+func benchmarkVerbFor(b *testing.B, pending func(testing.TB) *corev1.Pod, verb string, seen bool, dopts decision.Options) {
 	for _, size := range []struct{ nodes, pods int }{{100, 1000}, {5000, 1000}, {5000, 100000}} {
 		b.Run(fmt.Sprintf("nodes=%d/pods=%d", size.nodes, size.pods), func(b *testing.B) {
-			h, body := benchHandler(b, size.nodes, size.pods, seen, dopts)
+			h, body := benchHandlerFor(b, pending(b), size.nodes, size.pods, seen, dopts)
 			b.ReportAllocs()
 			b.SetBytes(int64(len(body)))
 			var answer bytes.Buffer
@@ -195,6 +210,16 @@ func benchmarkVerb(b *testing.B, verb string, seen bool, dopts decision.Options)
 // the pending pod's description (made ahead, when the pod was created),
 // Rego over its peers' claims, encode.
 func BenchmarkFilter(b *testing.B) { benchmarkVerb(b, "filter", true, decision.Options{}) }
+
+// BenchmarkFilterZone is BenchmarkFilter for a new replica of shard 0,
+// whose master's zone (a third of the nodes) the rules per zone refuse:
+// the filter's cost with a zone refused, logged once per zone. (The new
+// master of BenchmarkFilter is refused every zone by its cluster's quorum,
+// which then yields.)
+func BenchmarkFilterZone(b *testing.B) {
+	replica := func(b testing.TB) *corev1.Pod { return pendingMember(b, 1, "new-replica") }
+	benchmarkVerbFor(b, replica, "filter", true, decision.Options{})
+}
 
 // BenchmarkFilterSoft is BenchmarkFilter with the soft rules folded into
 // filter (--soft-rules=filter, as deployed): the candidates' penalties are
@@ -221,7 +246,7 @@ func BenchmarkPrioritizeUnseen(b *testing.B) {
 // BenchmarkFilter/nodes=5000 as the handler does: the floor of any handler
 // that reads its request.
 func BenchmarkDecodeArgs(b *testing.B) {
-	_, body := benchHandler(b, 5000, 0, true, decision.Options{})
+	_, body := benchHandler(b, 5000, 0, true)
 	b.Run("nodes=5000", func(b *testing.B) {
 		var (
 			bodies bodyBuffers
@@ -242,7 +267,7 @@ func BenchmarkDecodeArgs(b *testing.B) {
 // TestBenchHandlerCachesPods: the list reactor of benchHandler does reach
 // the cache, so the benchmarks run over the peers they claim to.
 func TestBenchHandlerCachesPods(t *testing.T) {
-	h, body := benchHandler(t, 100, 1000, true, decision.Options{})
+	h, body := benchHandler(t, 100, 1000, true)
 	req := httptest.NewRequest(http.MethodPost, "/scheduler/filter", bytes.NewReader(body))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
@@ -279,9 +304,9 @@ func BenchmarkCacheHeap(b *testing.B) {
 	}
 	for b.Loop() {
 		b0, o0 := heap()
-		empty, _ := benchHandler(b, 5000, 0, false, decision.Options{})
+		empty, _ := benchHandler(b, 5000, 0, false)
 		b1, o1 := heap()
-		full, _ := benchHandler(b, 5000, pods, false, decision.Options{})
+		full, _ := benchHandler(b, 5000, pods, false)
 		b2, o2 := heap()
 		goruntime.KeepAlive(empty)
 		goruntime.KeepAlive(full)
