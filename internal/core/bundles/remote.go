@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/regosched/regosched/internal/core/policy"
+	"github.com/regosched/regosched/internal/plumbing/redirects"
 )
 
 // IsRemote reports whether a --policy names a bundle server rather than a
@@ -124,7 +125,7 @@ var errEmpty = errors.New("the server sent an empty body, not a bundle")
 // retryable tells a server not reachable yet, or not serving yet, from a
 // bundle that arrived and is wrong.
 func retryable(err error) bool {
-	if errors.Is(err, errRedirect) {
+	if errors.Is(err, redirects.ErrRefused) { // no retry changes it
 		return false // a *url.Error, hence a net.Error, but no retry changes it
 	}
 	var netErr net.Error

@@ -2,18 +2,18 @@ package bundles
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/download"
 	"github.com/open-policy-agent/opa/v1/plugins"
 	"github.com/open-policy-agent/opa/v1/plugins/rest"
+
+	"github.com/regosched/regosched/internal/plumbing/redirects"
 )
 
 func (r *Remote) init() error {
@@ -107,33 +107,11 @@ func (p *limitPlugin) NewClient(c rest.Config) (*http.Client, error) {
 		next = http.DefaultTransport
 	}
 	hc.Transport = limitTransport{next: next, opts: p.opts}
-	hc.CheckRedirect = checkRedirect
+	hc.CheckRedirect = redirects.SameOrigin("policy bundle")
 	return hc, nil
 }
 
 func (p *limitPlugin) Prepare(req *http.Request) error { return p.inner.Prepare(req) }
-
-var errRedirect = errors.New("refused the redirect")
-
-// checkRedirect follows a redirect only within the scheme and host (port
-// included) of the first request: Go's client would follow https to http
-// with the bearer token, and an unsigned bundle from there would be
-// trusted as if it came over TLS.
-func checkRedirect(req *http.Request, via []*http.Request) error {
-	from, to := via[0].URL, req.URL
-	var why string
-	switch {
-	case from.Scheme == "https" && to.Scheme != "https":
-		why = "it goes from https to " + to.Scheme + ", in clear"
-	case !strings.EqualFold(from.Host, to.Host):
-		why = "it goes to another host or port than " + from.Host
-	case len(via) >= 10:
-		why = "it is the 10th in a row"
-	default:
-		return nil
-	}
-	return fmt.Errorf("%w of policy bundle %s to %s: %s", errRedirect, from.Redacted(), to.Redacted(), why)
-}
 
 // limitTransport bounds the body of every response to the size limit, and
 // checks a bundle against the limits as OPA's loader reads it.

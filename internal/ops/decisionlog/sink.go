@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/regosched/regosched/internal/plumbing/redirects"
 )
 
 // Sink receives batches of encoded events, each one JSON object.
@@ -84,7 +86,9 @@ func (s *FileSink) Close() error {
 type HTTPConfig struct {
 	// URL is the service's base URL; events are POSTed to URL + "/logs", as OPA does.
 	URL string
-	// Client defaults to a client with a 30 s timeout.
+	// Client defaults to a client with a 30 s timeout. One with no
+	// CheckRedirect of its own follows redirects only within the URL's
+	// scheme and host (redirects.SameOrigin), as it sends the bearer token.
 	Client *http.Client
 	// UploadSizeLimitBytes bounds each request's uncompressed JSON array, so
 	// that the gzip'd body stays under it too; default 32768, OPA's default.
@@ -124,6 +128,14 @@ func NewHTTPSink(cfg HTTPConfig) (*HTTPSink, error) {
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 30 * time.Second}
+	}
+	if cfg.Client.CheckRedirect == nil {
+		// Go's default follows https to http, and to other hosts, with the
+		// Authorization header and the events; the caller's client is
+		// copied rather than changed.
+		c := *cfg.Client
+		c.CheckRedirect = redirects.SameOrigin("decision log")
+		cfg.Client = &c
 	}
 	if cfg.UploadSizeLimitBytes <= 0 {
 		cfg.UploadSizeLimitBytes = DefaultUploadSizeLimitBytes

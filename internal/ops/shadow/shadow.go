@@ -20,6 +20,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
@@ -75,8 +76,12 @@ type Config struct {
 	// LogsPerSecond bounds the disagreement log lines (a burst of as many);
 	// the rest are counted. Default DefaultLogsPerSecond.
 	LogsPerSecond int
-	Registerer    prometheus.Registerer
-	Log           logrus.FieldLogger
+	// Timeout bounds each judgement under the shadow policy, as the active
+	// policy's evaluations of a verb are bounded; one past it is counted
+	// as an error. Default DefaultTimeout.
+	Timeout    time.Duration
+	Registerer prometheus.Registerer
+	Log        logrus.FieldLogger
 }
 
 // Defaults of Config: one worker keeps the shadow from competing with the
@@ -86,6 +91,16 @@ const (
 	DefaultQueue         = 1024
 	DefaultLogsPerSecond = 5
 )
+
+// DefaultTimeout is the deadline both front ends give the active policy's
+// evaluations of one pod (the extender's decision.DefaultEvalTimeout, the
+// plugin's policy.DescribeTimeout): a shadow that loops on a pod would
+// otherwise hold a worker, and every judgement queued behind it, for good.
+const DefaultTimeout = policy.DescribeTimeout
+
+// ErrTimeout wraps the error of a judgement under the shadow policy that
+// did not end within Config.Timeout.
+var ErrTimeout = errors.New("the shadow policy's evaluation exceeded its deadline")
 
 // Shadow judges offered requests under the shadow policy.
 type Shadow struct {
@@ -118,6 +133,9 @@ func New(cfg Config) (*Shadow, error) {
 	if cfg.LogsPerSecond <= 0 {
 		cfg.LogsPerSecond = DefaultLogsPerSecond
 	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
 	s := &Shadow{
 		cfg:   cfg,
 		queue: make(chan *Request, cfg.Queue),
@@ -132,7 +150,7 @@ func New(cfg Config) (*Shadow, error) {
 		}, []string{"verb"}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regosched_shadow_errors_total",
-			Help: "Judgements the shadow policy failed to evaluate, by verb.",
+			Help: "Judgements the shadow policy failed to evaluate, its deadline passed included, by verb.",
 		}, []string{"verb"}),
 		unlogged: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "regosched_shadow_disagreements_unlogged_total",
@@ -290,21 +308,33 @@ func (s *Shadow) Denied(ctx context.Context, r *Request) (map[string]string, err
 }
 
 // verdict is Denied with the shadow policy's penalties, judged by the one
-// judge (judge.Beside, judge.Evaluate) as the active policy is.
+// judge (judge.Beside, judge.Evaluate) as the active policy is, within
+// cfg.Timeout.
 func (s *Shadow) verdict(ctx context.Context, r *Request) (map[string]string, []model.Penalty, error) {
 	pol := s.cfg.Policies.Load()
 	if pol == nil {
 		return nil, nil, policy.ErrNoPolicy
 	}
+	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.Timeout, ErrTimeout)
+	defer cancel()
 	sub, err := judge.Beside(ctx, pol, &r.Pod, r.Peers)
 	if err != nil {
-		return nil, nil, fmt.Errorf("shadow: %w", err)
+		return nil, nil, s.evalError(ctx, err)
 	}
 	v, err := judge.Evaluate(ctx, sub, s.cfg.Nodes)
 	if err != nil {
-		return nil, nil, fmt.Errorf("shadow: %w", err)
+		return nil, nil, s.evalError(ctx, err)
 	}
 	return v.Denied(r.Nodes), v.Penalties, nil
+}
+
+// evalError says, of err from an evaluation under ctx, that the shadow
+// policy took too long when ctx's own deadline ended it.
+func (s *Shadow) evalError(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(ctx), ErrTimeout) && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shadow: %w (%v): %w", ErrTimeout, s.cfg.Timeout, err)
+	}
+	return fmt.Errorf("shadow: %w", err)
 }
 
 // FilterRequestOf copies what the active policy's filter judgement f
