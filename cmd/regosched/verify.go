@@ -19,6 +19,7 @@ var errFailedChecks = errors.New("suites' expectations failed")
 // verifyFlags are the flags of `regosched verify`.
 type verifyFlags struct {
 	policy, policyData, output, logLevel, run string
+	allowOutsideSuite                         bool
 }
 
 func newVerifyCommand() *cobra.Command {
@@ -33,7 +34,8 @@ nodes,pods,statefulsets -A -o yaml, or objects inline) and pods to place, and ex
 nodes allowed and those denied, by which rule and peer, the score order, the pod's groups and
 protection; and of an audit of the snapshot, the violations and unprotected pods. Each pod is judged as the running
 extender judges it. A directory runs every suite file in it, recursively; other YAML files are
-skipped. docs/policies.md describes the format.
+skipped. docs/policies.md describes the format. A suite's snapshot is a regular file in the suite's
+directory tree (symlinks resolved) unless --allow-outside-suite.
 
 Exit codes: 0 every expectation holds, 1 an expectation failed, 2 a suite could not run (a missing
 file or pod, a policy error), 64 usage error.`,
@@ -55,6 +57,7 @@ file or pod, a policy error), 64 usage error.`,
 	fs.StringVar(&f.policyData, "policy-data", "", "JSON object merged into the policy's data.regosched.config, as serve's --policy-data")
 	fs.StringVarP(&f.output, "output", "o", "table", "output format: table, json or junit (JUnit XML, for CI)")
 	fs.StringVar(&f.run, "run", "", "run only the cases whose SUITE/CASE matches this regular expression (a suite's audit is SUITE/audit)")
+	fs.BoolVar(&f.allowOutsideSuite, "allow-outside-suite", false, "let a suite's snapshot be an absolute path or lie outside the suite's directory tree (symlinks resolved)")
 	fs.StringVar(&f.logLevel, "log-level", "error", "log level of the placement cache and decisions (to standard error)")
 	logLevels(cmd)
 	enumFlag(cmd, "output", string(verify.Table), string(verify.JSON), string(verify.JUnit))
@@ -88,7 +91,9 @@ func runVerify(cmd *cobra.Command, f verifyFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	report, err := verify.Run(ctx, suites, verify.Options{Policy: pol, PolicySource: source, Run: run, Log: logger})
+	report, err := verify.Run(ctx, suites, verify.Options{
+		Policy: pol, PolicySource: source, Run: run, AllowOutsideSuite: f.allowOutsideSuite, Log: logger,
+	})
 	if err != nil {
 		return err
 	}

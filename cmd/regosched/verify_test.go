@@ -8,16 +8,26 @@ import (
 	"testing"
 )
 
-// writeVerifySuite writes a suite of cases on testdata/snapshots/cluster.yaml
-// to a temporary file.
+// writeVerifySuite writes a suite of cases on a copy of
+// testdata/snapshots/cluster.yaml beside it, in a temporary directory.
 func writeVerifySuite(t *testing.T, cases string) string {
 	t.Helper()
-	snap, err := filepath.Abs(snapshotDir + "cluster.yaml")
+	snap, err := os.ReadFile(snapshotDir + "cluster.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "suite.yaml")
-	body := "apiVersion: regosched.io/v1alpha1\nkind: Suite\nmetadata: {name: es}\nsnapshot: " + snap + "\ncases:\n" + cases
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), snap, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return writeSuiteOn(t, dir, "cluster.yaml", cases)
+}
+
+// writeSuiteOn writes a suite of cases on snapshot to dir.
+func writeSuiteOn(t *testing.T, dir, snapshot, cases string) string {
+	t.Helper()
+	path := filepath.Join(dir, "suite.yaml")
+	body := "apiVersion: regosched.io/v1alpha1\nkind: Suite\nmetadata: {name: es}\nsnapshot: " + snapshot + "\ncases:\n" + cases
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -33,6 +43,11 @@ func TestVerify(t *testing.T) {
 	// cluster.
 	wrong := writeVerifySuite(t, "- {name: data apart, pod: search/logs-elasticsearch-data-2, expect: {allowed: [node-b]}}\n")
 	noPod := writeVerifySuite(t, "- {name: data apart, pod: search/nothing, expect: {allowed: [node-b]}}\n")
+	absolute, err := filepath.Abs(snapshotDir + "cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := writeSuiteOn(t, t.TempDir(), absolute, "- {name: data apart, pod: search/logs-elasticsearch-data-2, expect: {allowed: [node-a]}}\n")
 	tests := []struct {
 		name     string
 		args     []string
@@ -55,6 +70,15 @@ func TestVerify(t *testing.T) {
 			name: "a pod not in the snapshot cannot run", args: []string{"verify", noPod}, wantCode: exitFailure,
 			wantStdout: []string{"ERROR es/data apart (" + noPod + "): pod search/nothing is not in the snapshot"},
 			wantStderr: []string{"regosched: 1 suites or cases could not run; see the report\n"},
+		},
+		{
+			name: "a snapshot outside the suite's directory cannot run", args: []string{"verify", outside}, wantCode: exitFailure,
+			wantStdout: []string{"ERROR es (" + outside + "): snapshot " + absolute + ": an absolute path, outside the suite's directory; give --allow-outside-suite to read it"},
+			wantStderr: []string{"regosched: 1 suites or cases could not run; see the report\n"},
+		},
+		{
+			name: "--allow-outside-suite reads it", args: []string{"verify", outside, "--allow-outside-suite"},
+			wantStdout: []string{"es     data apart  search/logs-elasticsearch-data-2  ok (1 checks)"},
 		},
 		{
 			name: "a missing suite", args: []string{"verify", "none.yaml"}, wantCode: exitFailure,

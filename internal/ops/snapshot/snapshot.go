@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -94,21 +93,15 @@ func (s *Snapshot) StatefulSet(namespace, name string) *appsv1.StatefulSet {
 	return nil
 }
 
-// LoadFile reads the snapshot at path, refusing it past limits before it
-// reads it whole.
+// LoadFile reads the snapshot at path, a regular file, refusing it past
+// limits before it reads it whole.
 func LoadFile(path string, limits Limits) (*Snapshot, error) {
 	limits = limits.withDefaults()
-	f, err := os.Open(path)
+	data, err := ReadRegular("snapshot", path, limits.MaxBytes)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: %w", err)
+		return nil, err
 	}
-	defer f.Close()
-	if info, err := f.Stat(); err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", path, err)
-	} else if info.Mode().IsRegular() && info.Size() > limits.MaxBytes {
-		return nil, fmt.Errorf("snapshot %s: %d bytes, more than the limit of %d", path, info.Size(), limits.MaxBytes)
-	}
-	return Load(f, path, limits)
+	return Load(bytes.NewReader(data), path, limits)
 }
 
 // Load reads a snapshot from r, which source names in errors: a v1 List
@@ -124,7 +117,7 @@ func Load(r io.Reader, source string, limits Limits) (*Snapshot, error) {
 		return nil, fmt.Errorf("snapshot %s: %w", source, err)
 	}
 	if int64(len(data)) > limits.MaxBytes {
-		return nil, fmt.Errorf("snapshot %s: more than the limit of %d bytes", source, limits.MaxBytes)
+		return nil, fmt.Errorf("snapshot %s: %w of %d bytes", source, ErrTooLarge, limits.MaxBytes)
 	}
 	l := loader{snap: &Snapshot{Source: source}, limits: limits, nodes: map[string]bool{}, pods: map[string]bool{}, sets: map[string]bool{}}
 	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))

@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -24,6 +23,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/regosched/regosched/internal/ops/snapshot"
 )
 
 // Kind and APIVersion identify a suite file; other YAML files in a
@@ -44,7 +45,8 @@ type Suite struct {
 	Metadata   Metadata `json:"metadata"`
 	// Snapshot is a file of nodes, pods and optionally StatefulSets
 	// (kubectl get nodes,pods,statefulsets -A -o yaml), relative to the
-	// suite's directory.
+	// suite's directory and within its tree unless
+	// Options.AllowOutsideSuite.
 	Snapshot string `json:"snapshot,omitempty"`
 	// Objects are nodes, pods and StatefulSets inline, added to the
 	// snapshot's; a StatefulSet sizes the quorum of the pods it controls.
@@ -243,22 +245,10 @@ func LoadFile(path string) (*Suite, error) {
 	return parse(data, path)
 }
 
-// readBounded reads path, refusing it past MaxSuiteBytes before reading it
-// all.
+// readBounded reads path, a regular file, refusing it past MaxSuiteBytes
+// before reading it all.
 func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("suite: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxSuiteBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("suite %s: %w", path, err)
-	}
-	if len(data) > MaxSuiteBytes {
-		return nil, fmt.Errorf("suite %s: more than the limit of %d bytes", path, MaxSuiteBytes)
-	}
-	return data, nil
+	return snapshot.ReadRegular("suite", path, MaxSuiteBytes)
 }
 
 // isSuite tells a suite from the other YAML files of a directory by its

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"time"
@@ -36,6 +35,10 @@ type Options struct {
 	Run *regexp.Regexp
 	// Limits bound each suite's snapshot.
 	Limits snapshot.Limits
+	// AllowOutsideSuite lets a suite's snapshot be an absolute path or lie
+	// outside the suite's directory tree, which a suite from elsewhere
+	// could otherwise use to read any file of the machine.
+	AllowOutsideSuite bool
 	// Log receives the placement cache's and the decisions' logs.
 	Log logrus.FieldLogger
 }
@@ -135,7 +138,7 @@ func (o Options) selected(s *Suite, name string) bool {
 
 func runSuite(ctx context.Context, s *Suite, opts Options) SuiteResult {
 	sr := SuiteResult{Name: s.Name(), File: s.Path(), Cases: []CaseResult{}}
-	snap, err := s.cluster(opts.Limits)
+	snap, err := s.cluster(opts)
 	if err != nil {
 		sr.Error = err.Error()
 		return sr
@@ -180,14 +183,14 @@ func runSuite(ctx context.Context, s *Suite, opts Options) SuiteResult {
 
 // cluster is the suite's snapshot file and inline objects together:
 // nodes, pods and StatefulSets.
-func (s *Suite) cluster(limits snapshot.Limits) (*snapshot.Snapshot, error) {
+func (s *Suite) cluster(opts Options) (*snapshot.Snapshot, error) {
+	limits := opts.Limits
 	snap := &snapshot.Snapshot{Source: s.Path()}
 	if s.Snapshot != "" {
-		path := s.Snapshot
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(filepath.Dir(s.Path()), path)
+		path, err := s.snapshotPath(opts.AllowOutsideSuite)
+		if err != nil {
+			return nil, err
 		}
-		var err error
 		if snap, err = snapshot.LoadFile(path, limits); err != nil {
 			return nil, err
 		}
