@@ -26,9 +26,34 @@ type Unprotected struct {
 	Message string `json:"message"`
 }
 
+// UnreadableLabel is the label the Redis roles controller puts on a pod
+// whose role it will not read, valued with the reason (HostNetwork), since
+// a pod carries no other trace of it that explain and verify see.
+const UnreadableLabel = "regosched.io/role-unreadable"
+
+// HostNetwork: the pod shares its node's network, so its live role is
+// never read (its IP and port may be another Redis on its node).
+const HostNetwork = "host_network"
+
+// hostNetworkMessage is HostNetwork's sentence.
+const hostNetworkMessage = "the pod shares its node's network (hostNetwork, or its IP is its node's): regosched does not ask its Redis, so its live role stays unknown"
+
 // Unprotected evaluates why pod is not protected; nil when it is, or when
-// the policy does not say.
+// the policy does not say (but for an unreadable live role, said always).
 func (p *Policy) Unprotected(ctx context.Context, pod *model.Pod) ([]Unprotected, error) {
+	out, err := p.unprotectedByRules(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
+	if why, _ := pod.Labels.Get(UnreadableLabel); why == HostNetwork {
+		out = append(out, Unprotected{Reason: HostNetwork, Message: hostNetworkMessage})
+		sort.Slice(out, func(i, j int) bool { return out[i].Reason < out[j].Reason })
+	}
+	return out, nil
+}
+
+// unprotectedByRules is the policy's own answer (UnprotectedRule).
+func (p *Policy) unprotectedByRules(ctx context.Context, pod *model.Pod) ([]Unprotected, error) {
 	if p.unprotected == nil {
 		return nil, nil
 	}
@@ -82,7 +107,7 @@ func NewUnprotectedWatch(reg prometheus.Registerer, log logrus.FieldLogger) (*Un
 		log: log,
 		count: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regosched_unprotected_pods_total",
-			Help: "Pods of the regosched profile that no hard rule protects, by reason (no_workload: no workload matches the labels; role_unknown: the labels name no role; no_hard_rule: no hard rule concerns the role they name), counted once per pod.",
+			Help: "Pods of the regosched profile that no hard rule protects, by reason (no_workload: no workload matches the labels; role_unknown: the labels name no role; no_hard_rule: no hard rule concerns the role they name; host_network: its live role is not read, the pod sharing its node's network), counted once per pod.",
 		}, []string{"reason"}),
 		seen: map[types.UID]struct{}{},
 	}

@@ -18,6 +18,7 @@ func TestUnprotected(t *testing.T) {
 	redis := func(component string) map[string]string {
 		return map[string]string{"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "cache", "app.kubernetes.io/component": component}
 	}
+	with := func(m map[string]string, k, v string) map[string]string { m[k] = v; return m }
 	tests := []struct {
 		name   string
 		labels map[string]string
@@ -28,6 +29,14 @@ func TestUnprotected(t *testing.T) {
 			[]Unprotected{{"no_workload", "no workload of the policy matches the pod's labels"}}},
 		{"redis without a role", redis("node"),
 			[]Unprotected{{"role_unknown", "redis: the pod's labels name no role of workload redis (cluster cache); no hard rule applies to it"}}},
+		{"host-networked redis, its live role cleared", with(redis("node"), UnreadableLabel, HostNetwork), []Unprotected{
+			{"host_network", "the pod shares its node's network (hostNetwork, or its IP is its node's): regosched does not ask its Redis, so its live role stays unknown"},
+			{"role_unknown", "redis: the pod's labels name no role of workload redis (cluster cache); no hard rule applies to it"},
+		}},
+		{"host-networked, a role from its chart", with(redis("master"), UnreadableLabel, HostNetwork), []Unprotected{
+			{"host_network", "the pod shares its node's network (hostNetwork, or its IP is its node's): regosched does not ask its Redis, so its live role stays unknown"},
+		}},
+		{"another unreadable reason is not host_network", with(redis("master"), UnreadableLabel, "other"), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

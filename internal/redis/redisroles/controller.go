@@ -123,7 +123,7 @@ func New(cfg Config) (*Controller, error) {
 		recallWait: defaultRecallWait,
 		errorsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regosched_redis_role_errors_total",
-			Help: "Failed reads of a Redis pod's role, by reason (unreachable, auth, protocol, password, patch, error); the pod's labels stay as they were.",
+			Help: "Failed reads of a Redis pod's role, by reason (unreachable, auth, protocol, password, patch, error; host_network: the pod shares its node's network and is not asked, its role labels are cleared); otherwise the pod's labels stay as they were.",
 		}, []string{"reason"}),
 		changesTotal: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "regosched_redis_role_changes_total",
@@ -200,5 +200,6 @@ func changed(old, obj any) bool {
 		return true
 	}
 	x, y := infoOf(a), infoOf(b)
-	return x.UID != y.UID || x.IP != y.IP || x.Running != y.Running || !maps.Equal(x.Ports, y.Ports) || x.Password != y.Password
+	return x.UID != y.UID || x.IP != y.IP || x.Running != y.Running || !maps.Equal(x.Ports, y.Ports) || x.Password != y.Password ||
+		hostNetworked(x) != hostNetworked(y)
 }

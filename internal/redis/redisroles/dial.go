@@ -30,8 +30,13 @@ func (c *Controller) probe(ctx context.Context, info *podInfo, src *policy.LiveS
 }
 
 // client is a client of the pod's Redis with its password, one connection,
-// no retries, and every reply bounded (redisconn).
+// no retries, and every reply bounded (redisconn). Every probe and Dial
+// comes through here, so a host-networked pod is refused here, before its
+// password is read or anything dialed.
 func (c *Controller) client(ctx context.Context, info *podInfo, src *policy.LiveSource) (*redis.Client, error) {
+	if err := ownNetwork(info); err != nil {
+		return nil, err
+	}
 	user, password, err := c.password(ctx, info)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errPassword, err)

@@ -20,6 +20,10 @@ type podInfo struct {
 	Owner   types.UID
 	IP      string
 	Running bool
+	// HostNetwork and HostIPs (its node's addresses) tell whether IP is
+	// its node's, where the controller must not dial.
+	HostNetwork bool
+	HostIPs     []string
 	// Ports maps container port names to numbers.
 	Ports    map[string]int32
 	Password passwordRef
@@ -52,7 +56,8 @@ func stripPod(obj any) (any, error) {
 			Namespace: p.Namespace, Name: p.Name, UID: p.UID, ResourceVersion: p.ResourceVersion,
 			Labels: p.Labels, OwnerReferences: p.OwnerReferences,
 		},
-		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP},
+		Spec:   corev1.PodSpec{HostNetwork: p.Spec.HostNetwork},
+		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, HostIP: p.Status.HostIP, HostIPs: p.Status.HostIPs},
 	}
 	secretFile := false
 	for _, c := range p.Spec.Containers {
@@ -90,6 +95,15 @@ func infoOf(p *corev1.Pod) *podInfo {
 	info := &podInfo{
 		Namespace: p.Namespace, Name: p.Name, UID: p.UID, Labels: p.Labels,
 		IP: p.Status.PodIP, Running: p.Status.Phase == corev1.PodRunning,
+		HostNetwork: p.Spec.HostNetwork,
+	}
+	if p.Status.HostIP != "" {
+		info.HostIPs = append(info.HostIPs, p.Status.HostIP)
+	}
+	for _, h := range p.Status.HostIPs {
+		if h.IP != "" && h.IP != p.Status.HostIP {
+			info.HostIPs = append(info.HostIPs, h.IP)
+		}
 	}
 	if c := metav1.GetControllerOf(p); c != nil {
 		info.Owner = c.UID

@@ -163,6 +163,9 @@ const (
 	ReasonPassword    = "password"
 	ReasonPatch       = "patch"
 	ReasonError       = "error"
+	// ReasonHostNetwork: the pod shares its node's network, so it is not
+	// asked at all (ErrHostNetwork).
+	ReasonHostNetwork = "host_network"
 )
 
 // reason classifies a probe's failure for the metric.
@@ -171,6 +174,8 @@ func reason(err error) string {
 	var oe *net.OpError
 	msg := err.Error()
 	switch {
+	case errors.Is(err, ErrHostNetwork):
+		return ReasonHostNetwork
 	case errors.Is(err, errProtocol), errors.Is(err, redisconn.ErrProtocol):
 		return ReasonProtocol
 	case strings.Contains(msg, "NOAUTH"), strings.Contains(msg, "WRONGPASS"),

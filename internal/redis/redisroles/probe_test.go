@@ -80,6 +80,7 @@ func TestReason(t *testing.T) {
 		{fmt.Errorf("INFO cluster: %w", errors.New("WRONGPASS invalid username-password pair or user is disabled.")), ReasonAuth},
 		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, ReasonUnreachable},
 		{errors.New("ERR unknown command"), ReasonError},
+		{fmt.Errorf("pod shop/cache-0: %w", ErrHostNetwork), ReasonHostNetwork},
 	}
 	for _, tt := range tests {
 		t.Run(tt.err.Error(), func(t *testing.T) {

@@ -37,8 +37,8 @@ func (c *Controller) Recall(pod *corev1.Pod) (model.Labels, bool) {
 	if stored == nil {
 		return model.Labels{}, false
 	}
-	if _, has := stored.Labels[labels.Role]; has {
-		return model.Labels{}, false
+	if _, has := stored.Labels[labels.Role]; has || hostNetworked(infoOf(stored)) {
+		return model.Labels{}, false // a host-networked pod's role is never guessed
 	}
 	owner := metav1.GetControllerOf(stored)
 	if owner == nil || r.Owner != owner.UID {

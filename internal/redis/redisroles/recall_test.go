@@ -33,6 +33,10 @@ func TestRecallTrustsOnlyTheAPIServer(t *testing.T) {
 	owned := fixture.MakePod().Namespace("shop").Name("cache-1").UID("cache-1-uid").Labels(chart).StatefulSet("cache", "sts").Obj()
 	ofOther := fixture.MakePod().Namespace("shop").Name("cache-1").UID("cache-1-uid").Labels(chart).StatefulSet("cache", "other").Obj()
 	forgedUID := fixture.MakePod().Namespace("shop").Name("cache-1").UID("forged").Labels(chart).StatefulSet("cache", "sts").Obj()
+	hostNetwork := fixture.MakePod().Namespace("shop").Name("cache-1").UID("cache-1-uid").Labels(chart).StatefulSet("cache", "sts").Obj()
+	hostNetwork.Spec.HostNetwork = true
+	hostIP := fixture.MakePod().Namespace("shop").Name("cache-1").UID("cache-1-uid").Labels(chart).StatefulSet("cache", "sts").PodIP("10.0.0.1").Obj()
+	hostIP.Status.HostIP = "10.0.0.1"
 	labelled := fixture.MakePod().Namespace("shop").Name("cache-1").UID("cache-1-uid").Label("regosched.io/role", "replica").StatefulSet("cache", "sts").Obj()
 	tests := []struct {
 		name    string
@@ -46,6 +50,9 @@ func TestRecallTrustsOnlyTheAPIServer(t *testing.T) {
 		{"forged UID, the API's pod is another incarnation", owned, forgedUID, nil},
 		{"the API's pod is already labelled", labelled, owned, nil},
 		{"the request hides the owner the API knows", owned, ofOther, recalled},
+		// Its role is never guessed: it may have been read from another Redis.
+		{"the API's pod is hostNetwork", hostNetwork, owned, nil},
+		{"the API's pod's IP is its node's", hostIP, owned, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

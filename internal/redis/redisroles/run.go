@@ -120,6 +120,10 @@ func (c *Controller) check(ctx context.Context, key string) {
 		}
 		c.failed(key, why, err, log)
 		c.health.failed(key, time.Now())
+		if errors.Is(err, ErrHostNetwork) {
+			c.markHostNetwork(ctx, info, labels, log)
+			return
+		}
 		c.recall(ctx, info, labels, log)
 		return
 	}

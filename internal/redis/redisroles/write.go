@@ -14,8 +14,8 @@ import (
 // recall puts the remembered role on a pod that has none yet, e.g. a
 // StatefulSet's pod recreated under the same name, until Redis answers.
 func (c *Controller) recall(ctx context.Context, info *podInfo, labels policy.LiveLabels, log logrus.FieldLogger) {
-	if _, has := info.Labels[labels.Role]; has || info.Owner == "" {
-		return
+	if _, has := info.Labels[labels.Role]; has || info.Owner == "" || hostNetworked(info) {
+		return // a host-networked pod's role is never guessed
 	}
 	r, ok := c.memory.get(info.Namespace, info.Name)
 	if !ok || r.Owner != info.Owner {
