@@ -236,6 +236,7 @@ func TestRules(t *testing.T) {
 		"RegoschedRequestsNearTimeout", "RegoschedProfilePodsPending", "RegoschedAPIServerUnreachable",
 		"RegoschedPlacementViolations", "RegoschedUnprotectedPods", "RegoschedRedisRoleErrors",
 		"RegoschedSchedulingErrors", "RegoschedVerbErrors", "RegoschedAuditFailing", "RegoschedRepairsFailing",
+		"RegoschedRepairStateWriteFailing",
 	} {
 		if !seen[name] {
 			t.Errorf("alert %s missing", name)

@@ -114,7 +114,7 @@ func New(cfg Config) (*Repairer, error) {
 	}
 	r := &Repairer{
 		cfg:   cfg,
-		store: store{kube: cfg.Kube, namespace: cfg.Namespace, name: cfg.ConfigMap},
+		store: store{kube: cfg.Kube, namespace: cfg.Namespace, name: cfg.ConfigMap, log: cfg.Log, metrics: newStateMetrics()},
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regosched_repairs_total",
 			Help: "Repairs of placement violations, by action (failover, evict, none) and outcome: planned and refused (a plan first seen, with or without an action), started (the action was sent), repaired (its violation cleared), failed (the action failed or the violation outlived --repair-timeout).",
@@ -126,6 +126,9 @@ func New(cfg Config) (*Repairer, error) {
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(r.total); err != nil {
 			return nil, fmt.Errorf("registering repair metrics: %w", err)
+		}
+		if err := r.store.metrics.register(cfg.Registerer); err != nil {
+			return nil, err
 		}
 	}
 	return r, nil

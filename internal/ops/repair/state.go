@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,6 +92,10 @@ const stateKey = "state.json"
 type store struct {
 	kube            kubernetes.Interface
 	namespace, name string
+	// log and metrics tell what the bounds drop and the writes that fail,
+	// which otherwise stop every repair unseen; nil tells nothing.
+	log     logrus.FieldLogger
+	metrics *stateMetrics
 }
 
 func (s store) load(ctx context.Context) (*state, error) {
@@ -113,12 +118,12 @@ func (s store) load(ctx context.Context) (*state, error) {
 	return st, nil
 }
 
-// save writes st where it was read from; it fails when the ConfigMap
-// changed since.
+// save writes st where it was read from, within its bounds (what is
+// beyond is dropped from st too); it fails when the ConfigMap changed since.
 func (s store) save(ctx context.Context, st *state) error {
-	raw, err := json.Marshal(st)
+	raw, err := s.encode(st)
 	if err != nil {
-		return fmt.Errorf("encoding the repair state: %w", err)
+		return s.failed(err, len(raw))
 	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: s.name, ResourceVersion: st.version,
@@ -132,10 +137,32 @@ func (s store) save(ctx context.Context, st *state) error {
 		out, err = s.kube.CoreV1().ConfigMaps(s.namespace).Update(ctx, cm, metav1.UpdateOptions{})
 	}
 	if err != nil {
-		return fmt.Errorf("writing ConfigMap %s/%s: %w", s.namespace, s.name, err)
+		return s.failed(fmt.Errorf("writing ConfigMap %s/%s: %w", s.namespace, s.name, err), len(raw))
 	}
 	st.version, st.exists = out.ResourceVersion, true
 	return nil
+}
+
+// encode is st within its bounds, encoded; it counts and logs what the
+// bounds dropped.
+func (s store) encode(st *state) ([]byte, error) {
+	raw, dropped, err := st.encodeBounded(maxFailovers, maxStateBytes)
+	s.metrics.countDropped(dropped)
+	if len(dropped.byReason) > 0 && s.log != nil {
+		s.log.WithFields(logrus.Fields{"dropped": dropped.byReason, "namespaces": dropped.top(3), "bytes": len(raw),
+			"failovers": len(st.Failovers), "records": len(st.Done)}).
+			Warn("repair: the repair state outgrew its bounds; the oldest role changes of the namespaces holding the most were dropped")
+	}
+	return raw, err
+}
+
+// failed counts and logs a write of the state that failed, and returns err.
+func (s store) failed(err error, size int) error {
+	s.metrics.countFailure()
+	if s.log != nil {
+		s.log.WithError(err).WithField("bytes", size).Error("repair: the repair state cannot be written; no repair starts until it can")
+	}
+	return err
 }
 
 // prune forgets the records older than keep, and the oldest beyond
