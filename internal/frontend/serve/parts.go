@@ -73,6 +73,7 @@ func newAudit(p auditParts) (*audit.Auditor, error) {
 	cfg := audit.Config{
 		Cache: p.cache, Policies: p.active.Load, Recorder: recorder,
 		Log: p.log.WithField("component", "audit"), Registerer: p.reg,
+		TriggerGap: audit.DefaultTriggerGap,
 	}
 	if m := p.repair.Mode; m != "" && m != repair.Off {
 		rcfg := repair.Config{

@@ -104,6 +104,11 @@ type Config struct {
 	// AfterPass, when set, is given the report of each pass of Loop that
 	// succeeded (the repair acts on it), before the next pass starts.
 	AfterPass func(context.Context, Report)
+	// TriggerGap is the least time from the end of a pass to a pass that
+	// Loop's trigger asks for, so that a storm of role changes (a tenant
+	// flipping labels) costs a pass per gap, not one per change; 0 sets
+	// none. regosched serve uses DefaultTriggerGap.
+	TriggerGap time.Duration
 	// Judged, when set, is told how many of a pass's pods to judge it has
 	// judged, once before the first and after each: a pass over a big
 	// cluster takes a while, and `regosched audit --progress` says how far
@@ -123,6 +128,8 @@ type Auditor struct {
 	judged func(done, total int)
 	// eventsPerPass and eventsPerNamespace are Config's caps, defaults applied.
 	eventsPerPass, eventsPerNamespace int
+	// triggerGap is Config.TriggerGap.
+	triggerGap time.Duration
 
 	violations       *prometheus.GaugeVec
 	duration         prometheus.Histogram
@@ -188,6 +195,7 @@ func New(cfg Config) (*Auditor, error) {
 		judged:             cfg.Judged,
 		eventsPerPass:      cmp.Or(cfg.EventsPerPass, DefaultEventsPerPass),
 		eventsPerNamespace: cmp.Or(cfg.EventsPerNamespace, DefaultEventsPerNamespace),
+		triggerGap:         cfg.TriggerGap,
 		violations: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "regosched_violations",
 			Help: "Pairs of bound pods that break a hard placement rule on their node, by rule and namespace, as of the last audit pass.",

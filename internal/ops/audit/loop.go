@@ -6,6 +6,10 @@ import (
 	"time"
 )
 
+// DefaultTriggerGap is regosched serve's Config.TriggerGap: well inside
+// the repair's default cooldown (2m), so a repair waits little for it.
+const DefaultTriggerGap = 10 * time.Second
+
 // Loop runs a pass at once, then every interval after the previous pass
 // ended and whenever trigger fires, until ctx ends. Triggers that arrive
 // during a pass, or together, make one more pass: a burst of role changes
@@ -14,12 +18,16 @@ import (
 // counted (regosched_audit_runs_total{result="error"}), and the next is
 // tried as usual.
 //
+// A trigger within Config.TriggerGap of the previous pass's end waits for
+// the gap to pass; every trigger of that wait is answered by one pass.
+//
 // The sender of trigger should not block: a channel of capacity 1 and
 // select { case trigger <- struct{}{}: default: } lose no change, since a
 // pending trigger already means "a pass after now".
 func (a *Auditor) Loop(ctx context.Context, interval time.Duration, trigger <-chan struct{}) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var ended, due time.Time // the end of the last pass; when timer fires, if set
 	for {
 		select {
 		case <-ctx.Done():
@@ -28,6 +36,14 @@ func (a *Auditor) Loop(ctx context.Context, interval time.Duration, trigger <-ch
 		case _, ok := <-trigger:
 			if !ok {
 				trigger = nil // closed: periodic passes only
+				break
+			}
+			if at := ended.Add(a.triggerGap); time.Now().Before(at) {
+				if due.IsZero() || at.Before(due) { // else the timer's pass answers
+					due = at
+					timer.Reset(time.Until(at))
+				}
+				continue
 			}
 		}
 		trigger = drain(trigger)
@@ -46,8 +62,10 @@ func (a *Auditor) Loop(ctx context.Context, interval time.Duration, trigger <-ch
 		if a.afterPass != nil {
 			a.afterPass()
 		}
+		ended, due = time.Now(), time.Time{}
 		timer.Stop()
 		if interval > 0 {
+			due = ended.Add(interval)
 			timer.Reset(interval) // since Go 1.23 no stale tick survives Reset
 		}
 	}

@@ -101,3 +101,55 @@ func TestLoopStopsWithContext(t *testing.T) {
 		t.Fatal("Loop did not return once ctx ended")
 	}
 }
+
+// TestLoopSpacesTriggeredPasses: a storm of triggers (a tenant flipping
+// role labels) costs one pass per TriggerGap, not one per change, while a
+// periodic pass due before the gap's end still comes on time.
+func TestLoopSpacesTriggeredPasses(t *testing.T) {
+	const gap = 300 * time.Millisecond
+	for _, tt := range []struct {
+		name     string
+		interval time.Duration
+		// atLeast and atMost bound the time from the first pass to the next.
+		atLeast, atMost time.Duration
+	}{
+		{"a storm waits for the gap", time.Hour, gap - 50*time.Millisecond, 5 * time.Second},
+		{"a periodic pass due sooner is not delayed", 50 * time.Millisecond, 0, gap - 50*time.Millisecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, passes := loopAuditor(t)
+			a.triggerGap = gap
+			trigger := make(chan struct{}, 1)
+			startLoop(t, a, tt.interval, trigger)
+			await(t, passes, "the first, at once")
+			start := time.Now()
+			storm := time.NewTicker(5 * time.Millisecond)
+			defer storm.Stop()
+			for range 20 {
+				<-storm.C
+				select {
+				case trigger <- struct{}{}:
+				default:
+				}
+				if len(passes) > 0 {
+					break
+				}
+			}
+			await(t, passes, "the one the storm asks for")
+			if took := time.Since(start); took < tt.atLeast || took > tt.atMost {
+				t.Errorf("next pass %s after the first, want between %s and %s", took, tt.atLeast, tt.atMost)
+			}
+			if tt.interval < time.Hour {
+				return
+			}
+			select {
+			case <-passes:
+				t.Error("a second pass for one storm")
+			case <-time.After(gap + 100*time.Millisecond):
+			}
+			if got := testutil.ToFloat64(a.runs.WithLabelValues("success")); got != 2 {
+				t.Errorf("passes = %v, want 2", got)
+			}
+		})
+	}
+}
