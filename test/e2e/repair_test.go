@@ -65,26 +65,8 @@ func TestRepairAfterFailover(t *testing.T) {
 		}
 	})
 
-	listen, err := freeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Names of this run only: a process's log, and the state ConfigMap,
-	// would outlive it into a run with -count.
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	r, err := stack.StartReplicaAt(ctx, "repair-"+run, listen,
-		"--redis-roles", "--redis-roles-interval=1s", "--audit-interval=2s",
-		"--repair=on", "--repair-cooldown=1s", "--repair-max-per-hour=100", "--repair-timeout=1m",
-		"--leader-elect-namespace="+ns, "--redis-roles-configmap=", "--repair-configmap=repair-"+run)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Stop()
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("end of the repairing replica's log:\n%s", r.LogTail(80))
-		}
-	})
+	r := startRepairer(t, ctx, "repair", ns, "--redis-roles", "--redis-roles-interval=1s",
+		"--repair-cooldown=1s", "--repair-max-per-hour=100", "--repair-timeout=1m")
 
 	// The violation of the plan phase is repaired first, then each run
 	// makes a new one: the replica on n[0] takes over its shard.
@@ -504,22 +486,7 @@ func TestRepairEvictsTheReplicaBesideItsMaster(t *testing.T) {
 		t.Fatal("the role labels never matched Redis")
 	}
 
-	listen, err := freeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := stack.StartReplicaAt(ctx, run, listen,
-		"--redis-roles", "--redis-roles-interval=1s", "--audit-interval=2s", "--repair=on",
-		"--leader-elect-namespace="+ns, "--redis-roles-configmap=", "--repair-configmap="+run)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Stop()
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("end of the repairing replica's log:\n%s", r.LogTail(60))
-		}
-	})
+	r := startRepairer(t, ctx, "repair-evict", ns, "--redis-roles", "--redis-roles-interval=1s")
 
 	// The eviction marks the replica for deletion; a kubelet would then
 	// stop it and the pod would go, which localstack.RemoveTerminating does here.
@@ -550,4 +517,31 @@ func TestRepairEvictsTheReplicaBesideItsMaster(t *testing.T) {
 	}); err != nil {
 		t.Errorf("%s = %v, want 1", sample, metricValue(t, ctx, r.BaseURL, sample))
 	}
+}
+
+// startRepairer starts a regosched replica named name (made unique to the
+// run: its log and state ConfigMap would outlive it into a run with
+// -count) that leads in ns and repairs (--repair=on), auditing every 2 s,
+// with args after those defaults; it stops when the test ends, and shows
+// its log when the test failed.
+func startRepairer(t *testing.T, ctx context.Context, name, ns string, args ...string) *localstack.Replica {
+	t.Helper()
+	listen, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := name + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	all := append([]string{"--audit-interval=2s", "--repair=on", "--leader-elect-namespace=" + ns,
+		"--redis-roles-configmap=", "--repair-configmap=" + run}, args...)
+	r, err := stack.StartReplicaAt(ctx, run, listen, all...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("end of the repairing replica's log:\n%s", r.LogTail(80))
+		}
+	})
+	return r
 }

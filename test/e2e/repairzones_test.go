@@ -85,19 +85,8 @@ func TestRepairQuorumPerZoneAfterFailover(t *testing.T) {
 		t.Fatalf("after the failover, nodes with two masters = %v, want none", got)
 	}
 
-	listen, err := freeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	r, err := stack.StartReplicaAt(ctx, "repair-zones-"+run, listen,
-		"--redis-roles", "--redis-roles-interval=1s", "--audit-interval=2s",
-		"--repair=on", "--repair-cooldown=1s", "--repair-max-per-hour=100", "--repair-timeout=1m",
-		"--leader-elect-namespace="+ns, "--redis-roles-configmap=", "--repair-configmap=repair-zones-"+run)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Stop()
+	r := startRepairer(t, ctx, "repair-zones", ns, "--redis-roles", "--redis-roles-interval=1s",
+		"--repair-cooldown=1s", "--repair-max-per-hour=100", "--repair-timeout=1m")
 	start := time.Now()
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, repairWait, true, func(ctx context.Context) (bool, error) {
 		return len(crowdedZones(t, ctx, cluster, nodeOf, zoneOf)) == 0, nil

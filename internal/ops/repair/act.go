@@ -15,7 +15,7 @@ import (
 )
 
 // holdReason says why no action may start in cluster now, or "".
-func (r *Repairer) holdReason(st *state, s Step, now time.Time) string {
+func (r *Repairer) holdReason(st *state, b budget, s Step, now time.Time) string {
 	if b, ok := st.Backoff[s.Cluster]; ok && now.Before(b.Until) {
 		return fmt.Sprintf("the last repair of %s failed (%d in a row): backing off until %s", s.Cluster, b.Failures, b.Until.UTC().Format(time.RFC3339))
 	}
@@ -26,21 +26,28 @@ func (r *Repairer) holdReason(st *state, s Step, now time.Time) string {
 			return fmt.Sprintf("roles changed in %s %s ago, within the cooldown of %s", s.Cluster, now.Sub(t).Round(time.Second), cooldown)
 		}
 	}
-	if n := st.startedWithin(now, time.Hour); n >= r.cfg.MaxPerHour {
-		return fmt.Sprintf("%d repairs were started in the last hour, the most --repair-max-per-hour allows", n)
-	}
-	return ""
+	return b.hold(namespaceOf(s))
 }
 
-// start plans the violations in order and starts the first repair that
-// may act.
-func (r *Repairer) start(ctx, actCtx context.Context, p *planner, report audit.Report, st *state, now time.Time) {
+// start plans the violations in their fair order (turns.order), each
+// namespace within its share of the pass, and starts the first repair
+// that may act.
+func (r *Repairer) start(ctx, actCtx context.Context, p *planner, queue []audit.Violation, st *state, now time.Time) {
 	seen := newTold()
-	for i, v := range report.Violations {
-		if i == r.cfg.MaxSteps || ctx.Err() != nil {
+	b := newBudget(st, queue, r.cfg.MaxPerHour, now)
+	clock := newPassClock(queue, r.cfg.PassTimeout, time.Now)
+	planned, last := 0, ""
+	for _, v := range queue {
+		if planned == r.cfg.MaxSteps || ctx.Err() != nil {
+			// Cut short: the next pass begins after the last served.
+			r.turns.cursor = last
 			break
 		}
-		s := p.plan(ctx, v)
+		s, ok := clock.plan(ctx, v.Namespace, func(ctx context.Context) Step { return p.plan(ctx, v) })
+		if !ok {
+			continue
+		}
+		planned, last = planned+1, v.Namespace
 		if s.Action == None {
 			r.announce(p, s, seen)
 			continue
@@ -49,10 +56,11 @@ func (r *Repairer) start(ctx, actCtx context.Context, p *planner, report audit.R
 			r.announce(p, none(s, "roles are not read from Redis here (--redis-roles is off): nothing can confirm them"), seen)
 			continue
 		}
-		if why := r.holdReason(st, s, now); why != "" {
+		if why := r.holdReason(st, b, s, now); why != "" {
 			r.announce(p, none(s, "%s", why), seen)
 			continue
 		}
+		r.turns.cursor = v.Namespace
 		r.act(actCtx, s, st, now)
 		r.forgetExcept(seen)
 		return

@@ -13,23 +13,41 @@ import (
 	"github.com/regosched/regosched/internal/ops/audit"
 )
 
-// announcePlans plans every violation and tells each plan once.
-func (r *Repairer) announcePlans(ctx context.Context, p *planner, report audit.Report, st *state, now time.Time) {
+// announcePlans plans every violation, in their fair order, and tells
+// each plan once.
+func (r *Repairer) announcePlans(ctx context.Context, p *planner, queue []audit.Violation, st *state, now time.Time) {
 	seen := newTold()
 	plans := make(map[string]lastPlan, len(r.plans))
-	for i, v := range report.Violations {
-		if i == r.cfg.MaxSteps || ctx.Err() != nil {
-			break
-		}
+	b := newBudget(st, queue, r.cfg.MaxPerHour, now)
+	clock := newPassClock(queue, r.cfg.PassTimeout, time.Now)
+	planned, last, cut := 0, "", false
+	for _, v := range queue {
 		vk := violationKey(v)
-		if last, ok := r.plans[vk]; ok && now.Sub(last.at) < replanEvery && r.announced[last.key] {
-			seen.keys[last.key] = true
-			plans[vk] = last
+		prev, known := r.plans[vk]
+		// A plan not made again (lasting, or not reached in this pass) is
+		// kept as told: telling it again would repeat its Events.
+		keep := func() {
+			if known && r.announced[prev.key] {
+				seen.keys[prev.key] = true
+				plans[vk] = prev
+			}
+		}
+		if !cut && (planned == r.cfg.MaxSteps || ctx.Err() != nil) {
+			// The next pass begins after the last namespace served.
+			r.turns.cursor, cut = last, true
+		}
+		if cut || (known && now.Sub(prev.at) < replanEvery && r.announced[prev.key]) {
+			keep()
 			continue
 		}
-		s := p.plan(ctx, v)
+		s, ok := clock.plan(ctx, v.Namespace, func(ctx context.Context) Step { return p.plan(ctx, v) })
+		if !ok {
+			keep()
+			continue
+		}
+		planned, last = planned+1, v.Namespace
 		if s.Action != None {
-			if why := r.holdReason(st, s, now); why != "" {
+			if why := r.holdReason(st, b, s, now); why != "" {
 				s.Why += "; not now: " + why
 			}
 		}

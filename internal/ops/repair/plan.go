@@ -113,6 +113,20 @@ func (p *planner) plan(ctx context.Context, v audit.Violation) Step {
 		"evicting it through the Eviction API; its controller recreates it and regosched places it elsewhere")
 }
 
+// clusterOf is the group both pods of v belong to, or "" while either is
+// not placed.
+func (p *planner) clusterOf(v audit.Violation) string {
+	if len(v.Pods) != 2 {
+		return ""
+	}
+	a, okA := p.placed(v.Pods[0])
+	b, okB := p.placed(v.Pods[1])
+	if !okA || !okB {
+		return ""
+	}
+	return sharedKey(a.Keys, b.Keys)
+}
+
 // sharedKey is the first group of a that b shares.
 func sharedKey(a, b []string) string {
 	for _, k := range slices.Sorted(slices.Values(a)) {

@@ -105,7 +105,7 @@ func TestHoldReason(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := r.holdReason(&tc.st, tc.step, now)
+			got := r.holdReason(&tc.st, newBudget(&tc.st, nil, r.cfg.MaxPerHour, now), tc.step, now)
 			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 				t.Errorf("holdReason() = %q, want %q", got, tc.want)
 			}
@@ -127,8 +127,9 @@ type harness struct {
 	mu sync.Mutex
 	// evicted are the evictions sent for real; dryRuns those only asked.
 	evicted, dryRuns []string
-	// refuse makes every eviction fail as a PodDisruptionBudget would.
-	refuse bool
+	// refuse makes every eviction fail as a PodDisruptionBudget would;
+	// linger accepts it and leaves the pod, as a stuck kubelet would.
+	refuse, linger bool
 }
 
 const stateNS = "regosched-system"
@@ -165,6 +166,9 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 			return true, nil, nil
 		}
 		f.evicted = append(f.evicted, e.Namespace+"/"+e.Name)
+		if f.linger {
+			return true, nil, nil
+		}
 		return true, nil, f.client.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, e.Namespace, e.Name)
 	})
 	f.cache = placementtest.Start(t, f.client, policy.Describer(current))

@@ -80,6 +80,8 @@ type Repairer struct {
 	// probes, which a violation that lasts for days must not spend each
 	// pass from the budget the role labels need.
 	plans map[string]lastPlan
+	// turns keeps the passes' order fair among namespaces and clusters.
+	turns turns
 }
 
 // New checks cfg and registers the metric.
@@ -182,8 +184,11 @@ func (r *Repairer) Pass(ctx context.Context, report audit.Report) {
 	keep := max(time.Hour, r.cfg.Cooldown, r.cfg.Timeout)
 	st.prune(now, keep)
 
+	// Ordered each pass, a repair in flight or not, so that the time a
+	// violation was first seen stays known.
+	queue := r.turns.order(report.Violations, p.clusterOf, now)
 	if r.cfg.Mode == Plan {
-		r.announcePlans(ctx, p, report, st, now)
+		r.announcePlans(ctx, p, queue, st, now)
 		return
 	}
 	if st.InFlight != nil {
@@ -195,7 +200,7 @@ func (r *Repairer) Pass(ctx context.Context, report audit.Report) {
 	if changed {
 		r.save(actCtx, st, "the role changes seen")
 	}
-	r.start(ctx, actCtx, p, report, st, now)
+	r.start(ctx, actCtx, p, queue, st, now)
 }
 
 // seeFailovers records, in st, the clusters whose role labels changed

@@ -187,17 +187,3 @@ func (st *state) prune(now time.Time, keep time.Duration) {
 		}
 	}
 }
-
-// startedWithin counts the actions sent since now-d.
-func (st *state) startedWithin(now time.Time, d time.Duration) int {
-	n := 0
-	for _, r := range st.Done {
-		if now.Sub(r.Started) < d {
-			n++
-		}
-	}
-	if st.InFlight != nil && now.Sub(st.InFlight.Started) < d {
-		n++
-	}
-	return n
-}
