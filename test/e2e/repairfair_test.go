@@ -30,7 +30,7 @@ import (
 // the repair planned 100 a pass in the audit's order, so another
 // namespace's violation was never planned, in plan mode nor in on mode.
 func TestRepairNotStarvedByACrowd(t *testing.T) {
-	const tenant, victim = "e2e-fair-order-a", "e2e-fair-order-b"
+	tenant, victim := fresh("e2e-fair-order-a"), fresh("e2e-fair-order-b")
 	ctx := setup(t, tenant, victim)
 	n := nodes(t, ctx, 2)
 	for i := range 15 {
@@ -53,6 +53,9 @@ func TestRepairNotStarvedByACrowd(t *testing.T) {
 			t.Fatalf("%s: nothing evicted %s after the repair started; its log:\n%s", victim, repairWait, r.LogTail(40))
 		}
 		t.Logf("evicted %v", gone)
+		if !hasEvent(ctx, victim, gone[0], corev1.EventTypeNormal, "Repaired", "cleared the violation") {
+			t.Errorf("no Repaired event on %s/%s", victim, gone[0])
+		}
 	})
 }
 
@@ -60,7 +63,7 @@ func TestRepairNotStarvedByACrowd(t *testing.T) {
 // namespaces) on the tenant's own evictions, one at a time, before the
 // victim's turn came: "no repair: 6 repairs were started in the last hour".
 func TestRepairBudgetSharedByNamespace(t *testing.T) {
-	const tenant, victim = "e2e-fair-budget-a", "e2e-fair-budget-b"
+	tenant, victim := fresh("e2e-fair-budget-a"), fresh("e2e-fair-budget-b")
 	ctx := setup(t, tenant, victim)
 	n := nodes(t, ctx, 7)
 	for i := range 6 {
@@ -73,8 +76,8 @@ func TestRepairBudgetSharedByNamespace(t *testing.T) {
 
 	var tenantBefore []string
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*repairWait, true, func(ctx context.Context) (bool, error) {
-		tenantBefore = started(t, ctx, tenant)
-		return len(started(t, ctx, victim)) > 0, nil
+		tenantBefore = started(ctx, tenant)
+		return len(started(ctx, victim)) > 0, nil
 	})
 	if err != nil {
 		t.Fatalf("the victim's pair was not repaired within %s; the tenant's evictions: %v; the repairer's log:\n%s",
@@ -85,6 +88,9 @@ func TestRepairBudgetSharedByNamespace(t *testing.T) {
 	if len(tenantBefore) > 1 {
 		t.Errorf("the tenant's evictions before the victim's: %v, want at most one (its turn came first)", tenantBefore)
 	}
+	if target := started(ctx, victim)[0]; !hasEvent(ctx, victim, target, corev1.EventTypeNormal, "Repaired", "cleared the violation") {
+		t.Errorf("no Repaired event on %s/%s", victim, target)
+	}
 }
 
 // A state ConfigMap grown to the API server's 1 MiB limit (the reviewer's
@@ -92,7 +98,7 @@ func TestRepairBudgetSharedByNamespace(t *testing.T) {
 // write-ahead record of a repair with it: every repair stopped. Now it is
 // cut to its bounds before each write, and the repair goes on.
 func TestRepairStateAtTheLimit(t *testing.T) {
-	const victim = "e2e-fair-state"
+	victim := fresh("e2e-fair-state")
 	ctx := setup(t, victim)
 	n := nodes(t, ctx, 1)
 	evictablePair(t, ctx, victim, n[0], 0)
@@ -122,6 +128,12 @@ func TestRepairStateAtTheLimit(t *testing.T) {
 	if got := metricValue(t, ctx, r.BaseURL, "regosched_repair_state_write_failures_total"); got != 0 {
 		t.Errorf("regosched_repair_state_write_failures_total = %v, want 0", got)
 	}
+}
+
+// fresh is name made unique to the run: Events, which the tests read,
+// outlive the pods into a run with -count.
+func fresh(name string) string {
+	return name + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 }
 
 // seedState is a repair state of role changes seen at at, size bytes long.
@@ -234,11 +246,11 @@ func kubelet(t *testing.T, ctx context.Context, namespaces ...string) {
 
 // started returns the pods of ns a repair started on, by their Events
 // (RepairPlanned "starting: ..."), which outlive the pods evicted.
-func started(t *testing.T, ctx context.Context, ns string) []string {
-	t.Helper()
+// A failed read is nothing seen: the caller polls again.
+func started(ctx context.Context, ns string) []string {
 	list, err := stack.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=RepairPlanned"})
 	if err != nil {
-		t.Fatal(err)
+		return nil
 	}
 	var out []string
 	for _, e := range list.Items {
@@ -255,7 +267,7 @@ func waitEvicted(t *testing.T, ctx context.Context, timeout time.Duration, ns st
 	t.Helper()
 	var got []string
 	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		got = started(t, ctx, ns)
+		got = started(ctx, ns)
 		return len(got) > 0, nil
 	})
 	return got
