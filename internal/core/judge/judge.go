@@ -25,6 +25,7 @@
 package judge
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -91,7 +92,7 @@ type Config struct {
 	// Recall, if set, gives the labels a pending pod is judged with when
 	// they are not its own (ok): the last known Redis role of a pod
 	// recreated under the same name, before its labels have it again.
-	Recall func(pod *v1.Pod) (labels model.Labels, ok bool)
+	Recall func(ctx context.Context, pod *v1.Pod) (labels model.Labels, ok bool)
 	// RefreshRate (per second) and RefreshBurst bound the re-reads of
 	// stale peers; defaults DefaultRefreshRate and DefaultRefreshBurst.
 	RefreshRate  float64

@@ -47,7 +47,7 @@ func (j *Judge) Describe(ctx context.Context, pol *policy.Policy, pod *v1.Pod) (
 	s := &Subject{Policy: pol, Pod: model.PodFromObject(pod)}
 	s.OwnLabels = s.Pod.Labels
 	if j.cfg.Recall != nil {
-		if labels, ok := j.cfg.Recall(pod); ok {
+		if labels, ok := j.cfg.Recall(ctx, pod); ok {
 			s.Pod.Labels = labels
 		}
 	}

@@ -104,7 +104,7 @@ type Options struct {
 	// remembered of its identity (the last known Redis role of a pod
 	// recreated under the same name, which its labels get only once
 	// redisroles has written them).
-	Recall func(pod *v1.Pod) (labels model.Labels, ok bool)
+	Recall func(ctx context.Context, pod *v1.Pod) (labels model.Labels, ok bool)
 	// SoftInFilter folds the soft rules into filter: of the candidates no
 	// hard rule turns away, filter keeps only those of the lowest total
 	// penalty (all of them when the totals are equal) and reports the

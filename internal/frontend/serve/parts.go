@@ -75,6 +75,9 @@ func newAudit(p auditParts) (*audit.Auditor, error) {
 		Log: p.log.WithField("component", "audit"), Registerer: p.reg,
 		TriggerGap: audit.DefaultTriggerGap,
 	}
+	if p.roles != nil {
+		cfg.RoleChecked = p.roles.Checked
+	}
 	if m := p.repair.Mode; m != "" && m != repair.Off {
 		rcfg := repair.Config{
 			Mode: m, Cache: p.cache, Policies: p.active.Load, Kube: p.client, Recorder: recorder,

@@ -52,6 +52,7 @@ func (a *Auditor) Run(ctx context.Context) (Report, error) {
 		a.runs.WithLabelValues("error").Inc()
 		return Report{}, err
 	}
+	all, held := a.holdWaiting(ctx, pol, all)
 	report := Report{
 		Violations:     make([]Violation, 0, len(all)),
 		PolicyRevision: pol.Revision(),
@@ -61,6 +62,9 @@ func (a *Auditor) Run(ctx context.Context) (Report, error) {
 	for _, c := range all {
 		report.Violations = append(report.Violations, c.violation)
 	}
+	for _, c := range held {
+		report.Waiting = append(report.Waiting, c.violation)
+	}
 	a.publish(all, skipped)
 	result := "success"
 	if len(skipped) > 0 {
@@ -68,7 +72,7 @@ func (a *Auditor) Run(ctx context.Context) (Report, error) {
 	}
 	a.runs.WithLabelValues(result).Inc()
 	a.log.WithFields(logrus.Fields{
-		"violations": len(report.Violations), "pods": report.Pods, "skipped": len(skipped),
+		"violations": len(report.Violations), "pods": report.Pods, "skipped": len(skipped), "waiting": len(held),
 		"policyRevision": report.PolicyRevision, "took": time.Since(start),
 	}).Debug("audit pass")
 	return report, nil

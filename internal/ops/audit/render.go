@@ -45,6 +45,9 @@ func renderTable(w io.Writer, r Report) error {
 	if len(r.Skipped) > 0 {
 		summary += fmt.Sprintf("the policy failed to judge %s: %s\n", plural(len(r.Skipped), "pod"), strings.Join(r.Skipped, ", "))
 	}
+	if len(r.Waiting) > 0 {
+		summary += fmt.Sprintf("%s wait for a pod's role to be read from Redis\n", plural(len(r.Waiting), "more violation"))
+	}
 	if _, err := io.WriteString(w, summary); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
 	}

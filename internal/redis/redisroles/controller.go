@@ -81,10 +81,6 @@ type Controller struct {
 	errorsTotal  *prometheus.CounterVec
 	changesTotal prometheus.Counter
 
-	// recallWait bounds how long Recall waits for the informer to catch up
-	// with a pod the API server has just created.
-	recallWait time.Duration
-
 	mu       sync.Mutex
 	lastErr  map[string]string // pod key -> reason last logged
 	classify map[types.UID]classified
@@ -113,14 +109,13 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{
-		cfg:        cfg,
-		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		slow:       workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		health:     newHealth(cfg.Interval),
-		memory:     newMemory(cfg.Client, cfg.MemoryNamespace, cfg.MemoryName),
-		lastErr:    map[string]string{},
-		classify:   map[types.UID]classified{},
-		recallWait: defaultRecallWait,
+		cfg:      cfg,
+		queue:    workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		slow:     workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		health:   newHealth(cfg.Interval),
+		memory:   newMemory(cfg.Client, cfg.MemoryNamespace, cfg.MemoryName),
+		lastErr:  map[string]string{},
+		classify: map[types.UID]classified{},
 		errorsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regosched_redis_role_errors_total",
 			Help: "Failed reads of a Redis pod's role, by reason (unreachable, auth, protocol, password, patch, error; host_network: the pod shares its node's network and is not asked, its role labels are cleared); otherwise the pod's labels stay as they were.",

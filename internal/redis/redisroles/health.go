@@ -70,6 +70,14 @@ func (h *health) failed(key string, now time.Time) time.Duration {
 	return wait
 }
 
+// known reports whether key was checked since it last changed.
+func (h *health) known(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.pods[key]
+	return ok
+}
+
 // forget drops what is known of key: a changed or deleted pod starts over.
 func (h *health) forget(key string) {
 	h.mu.Lock()

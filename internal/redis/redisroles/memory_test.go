@@ -75,7 +75,7 @@ func TestMemoryRecall(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := tt.pod.Labels
-			if labels, ok := restarted.Recall(tt.pod); ok {
+			if labels, ok := restarted.Recall(ctx, tt.pod); ok {
 				got = labels.Map()
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {

@@ -1,10 +1,12 @@
 package redisroles
 
 import (
+	"context"
 	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -15,9 +17,8 @@ import (
 // live role labels remembered of its identity, when it has none yet (ok):
 // a filter call for a recreated pod then decides with its last known role,
 // even before recall has written it. Only the API server's view counts
-// (the controller's informer, same UID): the pod object a request carries
-// can claim any owner.
-func (c *Controller) Recall(pod *corev1.Pod) (model.Labels, bool) {
+// (same UID): the pod object a request carries can claim any owner.
+func (c *Controller) Recall(ctx context.Context, pod *corev1.Pod) (model.Labels, bool) {
 	pol := c.cfg.Policy()
 	if pol == nil {
 		return model.Labels{}, false
@@ -33,7 +34,7 @@ func (c *Controller) Recall(pod *corev1.Pod) (model.Labels, bool) {
 	if !ok {
 		return model.Labels{}, false
 	}
-	stored := c.storedPod(pod.Namespace, pod.Name, pod.UID)
+	stored := c.storedPod(ctx, pod.Namespace, pod.Name, pod.UID)
 	if stored == nil {
 		return model.Labels{}, false
 	}
@@ -55,26 +56,40 @@ func (c *Controller) Recall(pod *corev1.Pod) (model.Labels, bool) {
 	return model.NewLabels(m), true
 }
 
-// storedPod is the informer's pod namespace/name of the given UID, waiting
-// up to recallWait for a pod just created to reach the informer; nil when
-// the API server has no such pod.
-func (c *Controller) storedPod(namespace, name string, uid types.UID) *corev1.Pod {
-	deadline := time.Now().Add(c.recallWait)
-	for {
-		obj, ok, err := c.pods.GetStore().GetByKey(namespace + "/" + name)
-		if p, isPod := obj.(*corev1.Pod); err == nil && ok && isPod && p.UID == uid {
-			return p
-		}
-		if !time.Now().Before(deadline) {
-			return nil
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+// Checked reports whether the pod namespace/name was checked (its role
+// read from Redis, or the read tried, or none needed) since it last
+// changed in what the read depends on (its IP, ports, running): until
+// then its role labels may be half written, and the audit holds its
+// violations (audit.Config.RoleChecked).
+func (c *Controller) Checked(namespace, name string) bool {
+	return c.health.known(namespace + "/" + name)
 }
 
-// defaultRecallWait is long enough for a watch event to reach the informer
-// after the scheduler saw the pod, even on a loaded machine (250 ms was
-// not, in CI: a recreated replica was judged as of unknown role and left
-// pending), and short next to a filter call's 5 s. Only a remembered pod
-// the informer has not seen yet waits.
-const defaultRecallWait = time.Second
+// storedPod is the API server's pod namespace/name of the given UID, or
+// nil. The informer answers when it has that incarnation; a pod just
+// created may not have reached it yet, and is read from the API server
+// itself: a wait on the informer, however long, was a race on a busy
+// machine. Only remembered pods without role labels get here.
+func (c *Controller) storedPod(ctx context.Context, namespace, name string, uid types.UID) *corev1.Pod {
+	obj, ok, err := c.pods.GetStore().GetByKey(namespace + "/" + name)
+	if p, isPod := obj.(*corev1.Pod); err == nil && ok && isPod && p.UID == uid {
+		return p
+	}
+	ctx, cancel := context.WithTimeout(ctx, recallReadTimeout)
+	defer cancel()
+	p, err := c.cfg.Client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		c.cfg.Log.WithError(err).WithField("pod", namespace+"/"+name).Debug("redis-roles: cannot read a recreated pod to recall its role")
+		return nil
+	case p.UID != uid:
+		return nil
+	}
+	return p
+}
+
+// recallReadTimeout bounds the read of a pod the informer has not seen
+// yet, well within a filter call's 5 s.
+const recallReadTimeout = 2 * time.Second

@@ -127,10 +127,12 @@ func (c *Controller) check(ctx context.Context, key string) {
 		c.recall(ctx, info, labels, log)
 		return
 	}
-	c.health.answered(key)
 	c.succeeded(key, log)
 	c.memory.set(info.Namespace, info.Name, remembered{Role: obs.Role, Shard: obs.Shard, Owner: info.Owner, Seen: time.Now()})
 	c.write(ctx, info, labels, obs, "redis", log)
+	// After the write: the audit holds the pod's violations until then
+	// (Checked), as its labels may be half written.
+	c.health.answered(key)
 }
 
 // source classifies pod under pol, from the cache when neither changed.
