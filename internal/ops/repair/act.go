@@ -79,7 +79,8 @@ func (r *Repairer) act(ctx context.Context, s Step, st *state, now time.Time) {
 	// Written before the action: a leader that dies after sending it
 	// leaves a record, and its successor never sends it again.
 	if err := r.store.save(ctx, st); err != nil {
-		log.WithError(err).Warn("repair: not started, its record cannot be written")
+		// The store logged and counted the failure; this says what waits.
+		log.WithError(err).Debug("repair: not started, its record cannot be written")
 		return
 	}
 	r.event(s.target, corev1.EventTypeNormal, ReasonPlanned, s.Action, "starting: %s", s.Why)
@@ -155,9 +156,11 @@ func (f *inFlight) ended(outcome string, now time.Time) record {
 	return record{Cluster: f.Cluster, Action: f.Action, Target: f.Target, Outcome: outcome, Started: f.Started, Ended: now}
 }
 
+// save writes st; a failure is logged, counted and alerted on by the
+// store, and the next pass tries again.
 func (r *Repairer) save(ctx context.Context, st *state, what string) {
 	if err := r.store.save(ctx, st); err != nil {
-		r.cfg.Log.WithError(err).Warn("repair: cannot record " + what + "; the next pass tries again")
+		r.cfg.Log.WithError(err).Debug("repair: cannot record " + what + "; the next pass tries again")
 	}
 }
 
