@@ -87,18 +87,20 @@ check "verb port closed to all but the scheduler (NetworkPolicy)" \
 	grep -q '^kind: NetworkPolicy' "$out/deploy.yaml"
 check "health port open to the monitoring namespace only (NetworkPolicy)" \
 	bash -c "grep -A4 -- '- key: kubernetes.io/metadata.name' '$out/deploy.yaml' | grep -q -- '- monitoring'"
-check "admission policies narrow the extender's ServiceAccount (3 policies, 3 bindings)" \
-	test "$(grep -c '^kind: ValidatingAdmissionPolicy$' "$out/deploy.yaml")" -eq 3 -a \
-	"$(grep -c '^kind: ValidatingAdmissionPolicyBinding$' "$out/deploy.yaml")" -eq 3
+check "admission policies narrow the extender's ServiceAccount (4 policies, 4 bindings)" \
+	test "$(grep -c '^kind: ValidatingAdmissionPolicy$' "$out/deploy.yaml")" -eq 4 -a \
+	"$(grep -c '^kind: ValidatingAdmissionPolicyBinding$' "$out/deploy.yaml")" -eq 4
 # The policies name the ServiceAccount in CEL, which kustomize does not
 # rewrite: a namespace changed in one place only would leave them idle.
 check "admission policies match ServiceAccount regosched-system/regosched" \
-	test "$(grep -c "request.userInfo.username == 'system:serviceaccount:regosched-system:regosched'" "$out/deploy.yaml")" -eq 3
+	test "$(grep -c "request.userInfo.username == 'system:serviceaccount:regosched-system:regosched'" "$out/deploy.yaml")" -eq 4
 # --repair=plan evicts with dryRun only, which RBAC authorizes as a create
-# of pods/eviction all the same; the leader keeps its repairs in a
-# ConfigMap the admission policy must let it create.
-check "extender plans repairs (--repair=plan) and may evict, dry-run (pods/eviction)" \
-	bash -c "grep -q -- '- --repair=plan\$' '$out/deploy.yaml' && grep -q -- '- pods/eviction\$' '$out/deploy.yaml'"
+# of pods/eviction all the same: policy regosched-dry-run-evictions refuses
+# the real ones. The leader keeps its repairs in a ConfigMap the admission
+# policy must let it create.
+check "extender plans repairs (--repair=plan) and may evict, dry-run only (pods/eviction, regosched-dry-run-evictions)" \
+	bash -c "grep -q -- '- --repair=plan\$' '$out/deploy.yaml' && grep -q -- '- pods/eviction\$' '$out/deploy.yaml' &&
+		grep -q '^  name: regosched-dry-run-evictions\$' '$out/deploy.yaml'"
 check "admission policy lets regosched create ConfigMap regosched-repairs" \
 	grep -q "''regosched-repairs''\])'\$" "$out/deploy.yaml"
 check "mutual TLS accepts the scheduler's client certificate only" \

@@ -85,21 +85,26 @@ func TestChartAccessFollowsTheRelease(t *testing.T) {
 
 // Which values grant what: patching pods cluster-wide only for live Redis
 // roles; the leader label alone is patched in the release namespace; no
-// admission policies when they are turned off.
+// admission policies when they are turned off, but for repair.mode plan's.
 func TestChartAccessValues(t *testing.T) {
 	skipShort(t)
 	root := repoRoot(t)
 	podPatch := map[string]any{"apiGroups": []any{""}, "resources": []any{"pods"}, "verbs": []any{"patch"}}
+	// policies counts admission policies and bindings: 3 and 3, and with
+	// repair.mode plan (the default) the dry-run eviction policy and its
+	// binding, which admissionPolicy.enabled does not turn off.
 	tests := []struct {
 		name                         string
 		set                          []string
 		clusterPatch, namespacePatch bool
-		policies                     bool
+		policies                     int
 	}{
-		{"defaults", nil, true, false, true},
-		{"no live roles", []string{"redisRoles.enabled=false"}, false, false, true},
-		{"leader election without live roles", []string{"redisRoles.enabled=false", "replicas=2"}, false, true, true},
-		{"no admission policies", []string{"admissionPolicy.enabled=false"}, true, false, false},
+		{"defaults", nil, true, false, 8},
+		{"no live roles", []string{"redisRoles.enabled=false"}, false, false, 8},
+		{"leader election without live roles", []string{"redisRoles.enabled=false", "replicas=2"}, false, true, 8},
+		{"no admission policies", []string{"admissionPolicy.enabled=false"}, true, false, 2},
+		{"no admission policies, repair on", []string{"admissionPolicy.enabled=false", "repair.mode=on"}, true, false, 0},
+		{"repair on", []string{"repair.mode=on"}, true, false, 6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,8 +123,8 @@ func TestChartAccessValues(t *testing.T) {
 					n++
 				}
 			}
-			if want := map[bool]int{true: 6, false: 0}[tt.policies]; n != want {
-				t.Errorf("%d admission policies and bindings, want %d", n, want)
+			if n != tt.policies {
+				t.Errorf("%d admission policies and bindings, want %d", n, tt.policies)
 			}
 		})
 	}

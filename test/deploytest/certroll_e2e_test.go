@@ -107,7 +107,7 @@ func TestCertRollAccessOnAPIServer(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("a patch of the scheduler's image by regosched was never refused: %v", err)
 	}
-	if !strings.Contains(refusal.Error(), "regosched may not change the scheduler's pod spec") {
+	if !strings.Contains(refusal.Error(), "regosched may change only the annotation regosched.io/client-cert-sha256") || !strings.Contains(refusal.Error(), "spec.template") {
 		t.Errorf("patch of the image: %v, want the admission policy's refusal", refusal)
 	}
 
@@ -208,7 +208,7 @@ func TestCertRollAccessOnAPIServer(t *testing.T) {
 						[]byte(`{"spec":{"template":{"spec":{"containers":[{"name":"kube-scheduler","command":["sh"]}]}}}}`), metav1.PatchOptions{})
 					return err
 				},
-				want: "regosched may not change the scheduler's pod spec",
+				want: "regosched may change only the annotation regosched.io/client-cert-sha256 of Deployment regosched-system/regosched-scheduler and its pod template, not spec.template",
 			},
 			{
 				name: "the labels of the scheduler's pods",
@@ -216,7 +216,7 @@ func TestCertRollAccessOnAPIServer(t *testing.T) {
 					_, err := sa.AppsV1().Deployments(ns).Patch(ctx, scheduler, types.MergePatchType, []byte(`{"spec":{"template":{"metadata":{"labels":{"x":"y"}}}}}`), metav1.PatchOptions{})
 					return err
 				},
-				want: "regosched may not change the labels of the scheduler's pods",
+				want: "regosched may change only the annotation regosched.io/client-cert-sha256 of Deployment regosched-system/regosched-scheduler and its pod template, not spec.template",
 			},
 			{
 				name: "another annotation",

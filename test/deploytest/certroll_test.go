@@ -89,7 +89,7 @@ func TestChartCertRoll(t *testing.T) {
 				for _, want := range []string{
 					"request.userInfo.username == 'system:serviceaccount:" + ns + ":" + name + "'",
 					"request.namespace == '" + ns + "' && object.metadata.name == '" + sched + "'",
-					"object.spec.template.spec == oldObject.spec.template.spec",
+					"variables.pinned[0] == variables.pinned[1]",
 					"'regosched.io/client-cert-sha256'",
 				} {
 					if !strings.Contains(e, want) {

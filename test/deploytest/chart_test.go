@@ -200,6 +200,18 @@ func removeNamedRule(t *testing.T, o Object, resources, names, verbs []any) {
 	o["rules"] = rules
 }
 
+// removeDryRunPolicy drops deploy/extender/repair-plan-admission-policy.yaml's
+// objects, which keep --repair=plan's evictions to dry runs.
+func removeDryRunPolicy(t *testing.T, want map[string]Object) {
+	t.Helper()
+	for _, k := range []string{"ValidatingAdmissionPolicy regosched-dry-run-evictions", "ValidatingAdmissionPolicyBinding regosched-dry-run-evictions"} {
+		if _, ok := want[k]; !ok {
+			t.Fatalf("no %s to remove", k)
+		}
+		delete(want, k)
+	}
+}
+
 // certManagerObjects are what tls.certManager.enabled adds to deploy/tls:
 // the two Certificates of deploy/README.md's sketch, with the chart's
 // self-signed CA as their issuer.
@@ -316,10 +328,12 @@ func TestChartRendersDeploy(t *testing.T) {
 				// No flag (regosched's default is off), no evictions, no
 				// PodDisruptionBudgets, no ConfigMap of repairs. The
 				// admission policy still names it, as it names the
-				// ConfigMap of roles without --redis-roles.
+				// ConfigMap of roles without --redis-roles. No dry-run
+				// policy either: nothing to evict.
 				args := extenderArgs(t, want)
 				setArgs(want, slices.DeleteFunc(args, func(a any) bool { return a == "--repair=plan" }))
 				removeRule(t, want["ClusterRole regosched"], []any{"pods/eviction"}, []any{"create"})
+				removeDryRunPolicy(t, want)
 				removeRule(t, want["ClusterRole regosched"], []any{"poddisruptionbudgets"}, []any{"get", "list"})
 				removeNamedRule(t, want["Role regosched-system/regosched-leader-election"], []any{"configmaps"}, []any{"regosched-repairs"}, []any{"get", "update"})
 			},
@@ -332,6 +346,7 @@ func TestChartRendersDeploy(t *testing.T) {
 				setArgs(want, slices.DeleteFunc(args, func(a any) bool { return a == "--repair=plan" || a == "--redis-roles" }))
 				removeRule(t, want["ClusterRole regosched"], []any{"pods"}, []any{"patch"})
 				removeRule(t, want["ClusterRole regosched"], []any{"pods/eviction"}, []any{"create"})
+				removeDryRunPolicy(t, want)
 				removeRule(t, want["ClusterRole regosched"], []any{"poddisruptionbudgets"}, []any{"get", "list"})
 				role := want["Role regosched-system/regosched-leader-election"]
 				removeNamedRule(t, role, []any{"configmaps"}, []any{"regosched-redis-roles"}, []any{"get", "update"})
