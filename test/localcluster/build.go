@@ -242,28 +242,7 @@ func goBuild(ctx context.Context, log logrus.FieldLogger, dir, what, out string,
 	log.Info(progress.message(time.Now()))
 
 	cmd := goCommand(ctx, dir, append([]string{"build", "-v", "-o", out}, pkgs...)...)
-	cmd.Stdout = progress
-	cmd.Stderr = progress
-	stop := make(chan struct{})
-	ticking := make(chan struct{})
-	go func() {
-		defer close(ticking)
-		// Ticks finer than progressInterval, so that a line comes about
-		// every interval even while only the linker runs.
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case now := <-t.C:
-				progress.tick(now)
-			}
-		}
-	}()
-	err = cmd.Run()
-	close(stop)
-	<-ticking
+	err = progress.run(cmd)
 	if err != nil {
 		return fmt.Errorf("go build in %s: %w\n%s", dir, err, progress.output())
 	}

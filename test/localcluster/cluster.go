@@ -4,7 +4,7 @@
 //
 // There is no container runtime and no kubelet: nodes are plain Node objects
 // whose status claims capacity and readiness, which is all a scheduler looks
-// at. Pods bound to them stay Pending with spec.nodeName set.
+// at; pods bound to them stay Pending. Kwok gives a test nodes that run pods.
 //
 // Binaries come from Build, which compiles them from the tool modules under
 // deploy/local/tools into a cache folder. Every child runs in its own
@@ -90,6 +90,7 @@ type Cluster struct {
 	stopped   bool
 
 	stopOnce sync.Once
+	kwok     kwokState // the cluster's kwok, with a lock of its own (kwok.go)
 }
 
 // Start runs etcd and kube-apiserver, writes an admin kubeconfig and creates

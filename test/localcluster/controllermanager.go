@@ -40,6 +40,14 @@ var DefaultControllers = []string{
 // Like the other components, its output goes to
 // Dir()/kube-controller-manager.log and it stops with the cluster.
 func (c *Cluster) StartControllerManager(ctx context.Context, controllers ...string) (*Process, error) {
+	return c.StartControllerManagerAs(ctx, "kube-controller-manager", controllers...)
+}
+
+// StartControllerManagerAs is StartControllerManager under another name,
+// which names its log file and its certificate folder: a second
+// kube-controller-manager beside the first, with other controllers, for
+// a test that needs them only while it runs.
+func (c *Cluster) StartControllerManagerAs(ctx context.Context, name string, controllers ...string) (*Process, error) {
 	if len(controllers) == 0 {
 		controllers = DefaultControllers
 	}
@@ -47,8 +55,8 @@ func (c *Cluster) StartControllerManager(ctx context.Context, controllers ...str
 	if err != nil {
 		return nil, err
 	}
-	certDir := filepath.Join(c.dir, "pki", "kube-controller-manager")
-	p, err := c.StartProcess(ctx, "kube-controller-manager", c.bins.KubeControllerManager,
+	certDir := filepath.Join(c.dir, "pki", name)
+	p, err := c.StartProcess(ctx, name, c.bins.KubeControllerManager,
 		controllerManagerArgs(c.kubeconfigPath, certDir, ports[0], controllers)...)
 	if err != nil {
 		return nil, err
@@ -56,11 +64,11 @@ func (c *Cluster) StartControllerManager(ctx context.Context, controllers ...str
 	// The file holds the serving certificate and the CA that signed it.
 	caFile := filepath.Join(certDir, "kube-controller-manager.crt")
 	healthz := "https://127.0.0.1:" + strconv.Itoa(ports[0]) + "/healthz"
-	if err := c.poll(ctx, p, "kube-controller-manager health", probeHealthz(healthz, caFile)); err != nil {
+	if err := c.poll(ctx, p, name+" health", probeHealthz(healthz, caFile)); err != nil {
 		p.Stop()
 		return nil, err
 	}
-	c.log.WithField("controllers", strings.Join(controllers, ",")).Info("kube-controller-manager ready")
+	c.log.WithField("controllers", strings.Join(controllers, ",")).Info(name + " ready")
 	return p, nil
 }
 

@@ -164,17 +164,8 @@ profiles:
 	}
 }
 
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func dumpLogs(t *testing.T, c *Cluster) {
-	for _, name := range []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager"} {
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok"} {
 		data, err := os.ReadFile(c.Dir() + "/" + name + ".log")
 		if err != nil {
 			continue

@@ -3,6 +3,7 @@ package localcluster
 import (
 	"bytes"
 	"fmt"
+	"os/exec"
 	"strings"
 	"sync"
 	"time"
@@ -145,6 +146,33 @@ func (p *buildProgress) messageLocked(now time.Time) string {
 	default:
 		return fmt.Sprintf("building %s: %d/%d packages (%s)", p.what, done, p.expected, elapsed)
 	}
+}
+
+// run runs cmd with its output going to p, ticking p meanwhile.
+func (p *buildProgress) run(cmd *exec.Cmd) error {
+	cmd.Stdout = p
+	cmd.Stderr = p
+	stop := make(chan struct{})
+	ticking := make(chan struct{})
+	go func() {
+		defer close(ticking)
+		// Ticks finer than progressInterval, so that a line comes about
+		// every interval even while only the linker runs.
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-t.C:
+				p.tick(now)
+			}
+		}
+	}()
+	err := cmd.Run()
+	close(stop)
+	<-ticking
+	return err
 }
 
 // compiledCount is the number of packages compiled so far.

@@ -200,3 +200,8 @@ func minorNumbers(minor string) ([2]int, error) {
 	}
 	return [2]int{x, y}, nil
 }
+
+// KwokVersion is the sigs.k8s.io/kwok release BuildKwok installs, the one
+// place it is pinned: kwok is a Go module of its own, so it never enters
+// the project's go.mod, and its binary is cached per version (kwokKey).
+const KwokVersion = "v0.8.0"

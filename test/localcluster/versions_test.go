@@ -281,3 +281,10 @@ func TestToolsKeyOfTheDefaultModule(t *testing.T) {
 		t.Errorf("kubernetes and kubernetes-1.36 with the same files share key %s", got)
 	}
 }
+
+// TestKwokVersion checks the pin is a release BuildKwok can install.
+func TestKwokVersion(t *testing.T) {
+	if minorOf(KwokVersion) == "" {
+		t.Errorf("KwokVersion %q is not a vMAJOR.MINOR.PATCH release", KwokVersion)
+	}
+}

@@ -11,7 +11,8 @@ import (
 // runs: Deployment rollouts (deployment, replicaset), evictions that respect
 // a PodDisruptionBudget (disruption), and the EndpointSlices of Services
 // (endpointslice), which show which pods a Service selects. None of them
-// acts on the bare pods the other tests create.
+// acts on the bare pods the other tests create. The statefulset-controller
+// is not one of them (see StatefulSetController).
 var Controllers = []string{
 	"deployment-controller",
 	"replicaset-controller",
@@ -38,5 +39,26 @@ func (s *Stack) ControllerManager(ctx context.Context) (*localcluster.Process, e
 		return nil, fmt.Errorf("starting kube-controller-manager: %w", err)
 	}
 	s.kcm = p
+	return p, nil
+}
+
+// StatefulSetControllers are what StatefulSetController runs. It leaves
+// alone a pod whose controller reference names a StatefulSet that does not
+// exist (the bare pods of BitnamiClusterPod), but not a StatefulSet that
+// does: TestQuorumSizeFromTheStatefulSet creates one of three replicas and
+// makes its pods by hand, which a running statefulset-controller would
+// make first. ControllerManager's process stays up once a test has started
+// it, so this controller runs in one of its own, for one test's duration.
+var StatefulSetControllers = []string{"statefulset-controller"}
+
+// StatefulSetController starts a kube-controller-manager of its own
+// (statefulset-controller.log in the cluster folder) with
+// StatefulSetControllers, for a test whose StatefulSets must recreate
+// their pods; the test stops it when it ends.
+func (s *Stack) StatefulSetController(ctx context.Context) (*localcluster.Process, error) {
+	p, err := s.cluster.StartControllerManagerAs(ctx, "statefulset-controller", StatefulSetControllers...)
+	if err != nil {
+		return nil, fmt.Errorf("starting the statefulset-controller: %w", err)
+	}
 	return p, nil
 }
