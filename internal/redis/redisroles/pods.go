@@ -27,6 +27,8 @@ type podInfo struct {
 	// Ports maps container port names to numbers.
 	Ports    map[string]int32
 	Password passwordRef
+	// Source is the pod's SourceAnnotation: where its role labels came from.
+	Source string
 }
 
 // passwordRef is where the pod's own REDIS_PASSWORD (or VALKEY_PASSWORD)
@@ -55,6 +57,7 @@ func stripPod(obj any) (any, error) {
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: p.Namespace, Name: p.Name, UID: p.UID, ResourceVersion: p.ResourceVersion,
 			Labels: p.Labels, OwnerReferences: p.OwnerReferences,
+			Annotations: sourceOnly(p.Annotations),
 		},
 		Spec:   corev1.PodSpec{HostNetwork: p.Spec.HostNetwork},
 		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, HostIP: p.Status.HostIP, HostIPs: p.Status.HostIPs},
@@ -91,11 +94,20 @@ func stripPod(obj any) (any, error) {
 }
 
 // infoOf reads a (stripped) pod.
+// sourceOnly keeps of annotations only SourceAnnotation, which the
+// controller reads back; nil when it is not there.
+func sourceOnly(annotations map[string]string) map[string]string {
+	if v, ok := annotations[SourceAnnotation]; ok {
+		return map[string]string{SourceAnnotation: v}
+	}
+	return nil
+}
+
 func infoOf(p *corev1.Pod) *podInfo {
 	info := &podInfo{
 		Namespace: p.Namespace, Name: p.Name, UID: p.UID, Labels: p.Labels,
 		IP: p.Status.PodIP, Running: p.Status.Phase == corev1.PodRunning,
-		HostNetwork: p.Spec.HostNetwork,
+		HostNetwork: p.Spec.HostNetwork, Source: p.Annotations[SourceAnnotation],
 	}
 	if p.Status.HostIP != "" {
 		info.HostIPs = append(info.HostIPs, p.Status.HostIP)

@@ -24,20 +24,24 @@ func (c *Controller) recall(ctx context.Context, info *podInfo, labels policy.Li
 	c.write(ctx, info, labels, Observation{Role: r.Role, Shard: r.Shard}, "remembered", log)
 }
 
-// write patches the role labels when they differ from obs.
+// write patches the role labels when they differ from obs, and the source
+// annotation when it differs from source: a remembered role that Redis
+// confirms is then said to come from Redis.
 func (c *Controller) write(ctx context.Context, info *podInfo, labels policy.LiveLabels, obs Observation, source string, log logrus.FieldLogger) {
 	role, shard := info.Labels[labels.Role], info.Labels[labels.Shard]
-	if role == obs.Role && shard == obs.Shard {
+	same := role == obs.Role && shard == obs.Shard
+	if same && info.Source == source {
 		return
 	}
-	set := map[string]any{labels.Role: obs.Role, labels.Shard: obs.Shard}
-	if obs.Shard == "" {
-		set[labels.Shard] = nil // replication: one shard, no label
+	meta := map[string]any{"annotations": map[string]string{SourceAnnotation: source}}
+	if !same {
+		set := map[string]any{labels.Role: obs.Role, labels.Shard: obs.Shard}
+		if obs.Shard == "" {
+			set[labels.Shard] = nil // replication: one shard, no label
+		}
+		meta["labels"] = set
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"labels":      set,
-		"annotations": map[string]string{SourceAnnotation: source},
-	}})
+	patch, err := json.Marshal(map[string]any{"metadata": meta})
 	if err != nil {
 		log.WithError(err).Error("encoding a role patch")
 		return
@@ -52,6 +56,10 @@ func (c *Controller) write(ctx context.Context, info *podInfo, labels policy.Liv
 	if _, err := c.cfg.Client.CoreV1().Pods(info.Namespace).Patch(ctx, info.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		c.errorsTotal.WithLabelValues(ReasonPatch).Inc()
 		log.WithError(err).Warn("writing the pod's Redis role")
+		return
+	}
+	if same {
+		log.WithField("source", source).Debug("Redis role confirmed")
 		return
 	}
 	c.changesTotal.Inc()
