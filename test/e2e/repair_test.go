@@ -50,7 +50,7 @@ func TestRepairAfterFailover(t *testing.T) {
 	failovers := 1 // sent by this test
 
 	t.Run("plan mode announces and changes nothing", func(t *testing.T) {
-		if !hasEvent(ctx, ns, name(a), corev1.EventTypeNormal, "RepairPlanned", "would failover") {
+		if !hasEvent(ctx, ns, name(a), "RepairPlanned", "would failover") {
 			t.Errorf("no RepairPlanned event on %s naming a failover", name(a))
 		}
 		out, code := runBinary(t, ctx, "audit", "--plan", "--kubeconfig", stack.Cluster().KubeconfigPath())
@@ -307,16 +307,17 @@ func failoverCalls(t *testing.T, ctx context.Context, c *localredis.Cluster) int
 	return total
 }
 
-// hasEvent reports whether pod gets an event of type and reason whose
-// message contains text, within roleWait.
-func hasEvent(ctx context.Context, ns, pod, eventType, reason, text string) bool {
+// hasEvent reports whether pod gets a Normal event of reason whose
+// message contains text, within roleWait (the repair's are all Normal but
+// RepairFailed).
+func hasEvent(ctx context.Context, ns, pod, reason, text string) bool {
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, roleWait, true, func(ctx context.Context) (bool, error) {
 		list, err := stack.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
 		if err != nil {
 			return false, nil
 		}
 		for _, e := range list.Items {
-			if e.Type == eventType && e.Reason == reason && strings.Contains(e.Message, text) {
+			if e.Type == corev1.EventTypeNormal && e.Reason == reason && strings.Contains(e.Message, text) {
 				return true, nil
 			}
 		}
@@ -505,7 +506,7 @@ func TestRepairEvictsTheReplicaBesideItsMaster(t *testing.T) {
 	if p, err := pods.Get(ctx, masterPod, metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
 		t.Errorf("the master pod: %v, deleting %v; want it untouched", err, p.GetDeletionTimestamp())
 	}
-	if !hasEvent(ctx, ns, replicaPod, corev1.EventTypeNormal, "Repaired", "evict of "+ns+"/"+replicaPod+" cleared") {
+	if !hasEvent(ctx, ns, replicaPod, "Repaired", "evict of "+ns+"/"+replicaPod+" cleared") {
 		t.Error("no Repaired event on the evicted replica")
 	}
 	if v, err := data.Get(ctx, "order:1").Result(); err != nil || v != "paid" {

@@ -41,7 +41,7 @@ func TestRepairNotStarvedByACrowd(t *testing.T) {
 
 	t.Run("plan mode plans it", func(t *testing.T) {
 		// The stack's regosched runs as deployed: --repair=plan.
-		if !hasEvent(ctx, victim, pair[1], corev1.EventTypeNormal, "RepairPlanned", "would evict") {
+		if !hasEvent(ctx, victim, pair[1], "RepairPlanned", "would evict") {
 			t.Errorf("no RepairPlanned event on %s/%s behind the tenant's 105 violations", victim, pair[1])
 		}
 	})
@@ -53,7 +53,7 @@ func TestRepairNotStarvedByACrowd(t *testing.T) {
 			t.Fatalf("%s: nothing evicted %s after the repair started; its log:\n%s", victim, repairWait, r.LogTail(40))
 		}
 		t.Logf("evicted %v", gone)
-		if !hasEvent(ctx, victim, gone[0], corev1.EventTypeNormal, "Repaired", "cleared the violation") {
+		if !hasEvent(ctx, victim, gone[0], "Repaired", "cleared the violation") {
 			t.Errorf("no Repaired event on %s/%s", victim, gone[0])
 		}
 	})
@@ -88,7 +88,7 @@ func TestRepairBudgetSharedByNamespace(t *testing.T) {
 	if len(tenantBefore) > 1 {
 		t.Errorf("the tenant's evictions before the victim's: %v, want at most one (its turn came first)", tenantBefore)
 	}
-	if target := started(ctx, victim)[0]; !hasEvent(ctx, victim, target, corev1.EventTypeNormal, "Repaired", "cleared the violation") {
+	if target := started(ctx, victim)[0]; !hasEvent(ctx, victim, target, "Repaired", "cleared the violation") {
 		t.Errorf("no Repaired event on %s/%s", victim, target)
 	}
 }
