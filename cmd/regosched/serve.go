@@ -14,6 +14,7 @@ import (
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/core/bundles"
+	"github.com/regosched/regosched/internal/core/placement"
 	"github.com/regosched/regosched/internal/frontend/extender"
 	"github.com/regosched/regosched/internal/frontend/serve"
 	"github.com/regosched/regosched/internal/frontend/settings"
@@ -64,7 +65,7 @@ func newServeCommand(run serveFunc) *cobra.Command {
 	fs.StringVar(&f.opts.URLPrefix, "url-prefix", "/scheduler", "path prefix of the extender verbs, as in the scheduler's urlPrefix")
 	fs.Int64Var(&f.opts.MaxBodyBytes, "max-request-bytes", extender.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
 	fs.IntVar(&f.opts.MaxConcurrent, "max-concurrent-requests", extender.DefaultMaxConcurrent, "verb requests served at once; more wait for a slot, so a flood cannot hold every body in memory")
-	fs.DurationVar(&f.opts.InFlightTTL, "inflight-ttl", 2*time.Second, "how long a pod that passed filter holds its peers back while its binding is not seen")
+	fs.DurationVar(&f.opts.InFlightTTL, "inflight-ttl", placement.DefaultInFlightTTL, "how long a pod that passed filter holds its peers back while its binding is not seen")
 	fs.BoolVar(&f.opts.Verbs, "verbs", true, "serve the scheduler extender verbs (filter, prioritize, preempt, bind); false runs regosched beside regosched-scheduler for Redis roles, the audit and the repair")
 	fs.StringVar(&f.opts.SchedulerName, "scheduler-name", "regosched", "schedulerName of the profile that calls regosched: only its pods are reserved and bound, and its pending pods are described by the policy as soon as they are created, off the scheduling cycle (required with --verbs)")
 	fs.StringVar(&f.softRules, "soft-rules", "filter", "where the soft rules act: filter (filter keeps only the candidates of the lowest penalty and reports the others as unresolvable; the scheduler's extender entry needs no prioritizeVerb, one round trip less per pod) or prioritize (scores; the entry must have prioritizeVerb, or the soft rules act nowhere); see docs/policies.md")

@@ -19,6 +19,7 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -273,5 +274,85 @@ func TestPreemptionOfAConflictingPeer(t *testing.T) {
 		}
 		mastersApart(t, client)
 		t.Logf("%s bound to %s after preempting the data pod there", p.Name, node)
+	})
+}
+
+// A high-priority pod that needs half a node's CPU (16 of 32), on a full
+// node: default preemption, run by the plugin's PostFilter, evicts a
+// lower-priority pod the policy does not protect and never a Redis master,
+// though the master has the lowest priority there (stock default preemption
+// would evict it, reprieving the pod of higher priority first). Where only
+// the master could free the CPU, the pod stays pending and its
+// FailedScheduling event says that regosched protects the pod that would
+// have to go.
+func TestPreemptionNeverEvictsAProtectedMaster(t *testing.T) {
+	c := startCluster(t)
+	client := c.Client()
+	const prioMid = "plugin-mid"
+	mid := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: prioMid}, Value: 1000}
+	if _, err := client.SchedulingV1().PriorityClasses().Create(t.Context(), mid, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// half is p on node alone, asking for half its CPU.
+	half := func(p *fixture.PodWrapper, node string) *corev1.Pod {
+		pod := p.Namespace(ns).Schedulable().OnNodes(node).Obj()
+		pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("16")
+		return pod
+	}
+	fill := func(node string, pods ...*corev1.Pod) {
+		t.Helper()
+		for _, p := range pods {
+			if got := waitBound(t, client, create(t, client, p)); got != node {
+				t.Fatalf("%s bound to %s, want %s", p.Name, got, node)
+			}
+		}
+	}
+
+	t.Run("an unprotected pod is evicted, never the master", func(t *testing.T) {
+		const node = "node-01"
+		master := half(fixture.MakePod().Name("sessions-0-master").Redis("sessions", "master", "0").PriorityClassName(prioLow), node)
+		fill(node, master, half(fixture.MakePod().Name("web-0").Label("app", "web").PriorityClassName(prioMid), node))
+		p := create(t, client, half(fixture.MakePod().Name("batch-0").Label("app", "batch").PriorityClassName(prioHigh), node))
+		var victims []string
+		err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, waitLimit, true, func(ctx context.Context) (bool, error) {
+			gone, err := ls.RemoveTerminating(ctx, client, ns)
+			if err != nil {
+				return false, err
+			}
+			victims = append(victims, gone...)
+			got, err := client.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			return got.Spec.NodeName != "", nil
+		})
+		if err != nil {
+			t.Fatalf("%s not bound (victims %v): %v (last FailedScheduling: %s)", p.Name, victims, err, failedScheduling(t, client, p))
+		}
+		if victims = slices.Compact(victims); !slices.Equal(victims, []string{"web-0"}) {
+			t.Errorf("victims %v, want web-0 alone", victims)
+		}
+		got, err := client.CoreV1().Pods(ns).Get(t.Context(), master.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("master %s: %v", master.Name, err)
+		}
+		if got.DeletionTimestamp != nil || got.Spec.NodeName != node {
+			t.Errorf("master %s on %q, deletion %v: want it left on %s", master.Name, got.Spec.NodeName, got.DeletionTimestamp, node)
+		}
+	})
+
+	t.Run("only the master could free the CPU: the pod stays pending, told why", func(t *testing.T) {
+		const node = "node-02"
+		fill(node, half(fixture.MakePod().Name("carts-0-master").Redis("carts", "master", "0").PriorityClassName(prioLow), node),
+			half(fixture.MakePod().Name("web-1").Label("app", "web").PriorityClassName(prioHigh), node))
+		p := create(t, client, half(fixture.MakePod().Name("batch-1").Label("app", "batch").PriorityClassName(prioHigh), node))
+		const want = "regosched protects the pods preemption would have to evict (" + ns + "/carts-0-master on node " + node + ")"
+		err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, waitLimit, true, func(context.Context) (bool, error) {
+			return strings.Contains(failedScheduling(t, client, p), want), nil
+		})
+		if err != nil {
+			t.Errorf("FailedScheduling of %s %q: %v; want it to say %q", p.Name, failedScheduling(t, client, p), err, want)
+		}
+		staysPending(t, client, p)
 	})
 }

@@ -3,10 +3,12 @@ package plugin
 import (
 	"context"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -160,4 +162,23 @@ func conformancePlugin(t *testing.T, tc judgetest.Case, recorder events.EventRec
 		nodes = append(nodes, ni)
 	}
 	return pl, nodes
+}
+
+// TestConformancePreemption runs the front ends' preemption table through
+// the plugin's PostFilter, after PreFilter and Filter as the framework runs
+// them; internal/frontend/decision runs it through the preempt verb.
+func TestConformancePreemption(t *testing.T) {
+	for _, tc := range judgetest.PreemptionCases() {
+		t.Run(tc.Name, func(t *testing.T) {
+			got := newPreemptionHarness(t, nil, tc.Nodes, tc.Bound, tc.Pending).preempt(t, tc.Pending)
+			for _, v := range got.victims {
+				if slices.Contains(tc.Spared, v) {
+					t.Errorf("%s evicted; the policy protects it", v)
+				}
+			}
+			if diff := cmp.Diff(tc.Victims, got.victims, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("victims (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

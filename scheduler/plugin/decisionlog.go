@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"context"
 	"errors"
 	"math"
 	"sync"
@@ -203,12 +202,4 @@ func cycleLogOf(cs fwk.CycleState) *cycleLog {
 		return nil
 	}
 	return s.log
-}
-
-// PostBind gives the bind event of a pod the scheduler bound.
-func (pl *Regosched) PostBind(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) {
-	if pl.decisionLog == nil {
-		return
-	}
-	pl.logBind(cycleLogOf(cs), pod, nodeName, nil)
 }

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -17,13 +18,22 @@ import (
 // changing its labels (its topology domain). The bound pods' events have a
 // queueing hint: in a large cluster most pods deleted or relabelled are no
 // peer of a pod regosched turned away, and requeueing it for them only
-// repeats the cycle that refused it.
-func (pl *Regosched) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{
+// repeats the cycle that refused it. Default preemption's events follow,
+// since PreEnqueue holds a preemptor back on its behalf.
+func (pl *Regosched) EventsToRegister(ctx context.Context) ([]fwk.ClusterEventWithHint, error) {
+	events := []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete | fwk.UpdatePodLabel}, QueueingHintFn: pl.isPeerChange},
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.UpdatePodLabel}},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel}},
-	}, nil
+	}
+	if pl.preemption == nil {
+		return events, nil
+	}
+	more, err := pl.preemption.dp.EventsToRegister(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("default preemption's events: %w", err)
+	}
+	return append(events, more...), nil
 }
 
 // isPeerChange queues pod when the bound pod deleted or relabelled is, or

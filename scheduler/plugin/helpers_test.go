@@ -22,6 +22,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/utils/clock"
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/core/bundles"
@@ -57,6 +58,8 @@ type options struct {
 	decisionLog decisionlog.Config
 	// moreNodes join n1..n3, for tests of several nodes in one zone.
 	moreNodes []*corev1.Node
+	// clock is Config.Clock.
+	clock clock.WithTicker
 }
 
 func newHarness(t *testing.T) *harness { return newHarnessWith(t, options{}) }
@@ -121,7 +124,7 @@ func newHarnessWith(t *testing.T, o options) *harness {
 	if f.pl, err = New(ctx, Config{
 		Bundles: bundles.Config{Default: bundle, DataFile: data, Log: log}, Client: client, Snapshot: snapshot,
 		Registerer: f.reg, SyncTimeout: 10 * time.Second, ShadowPolicy: o.shadowPolicy,
-		DecisionLog: o.decisionLog, Log: log,
+		DecisionLog: o.decisionLog, Log: log, Clock: o.clock,
 	}); err != nil {
 		t.Fatal(err)
 	}

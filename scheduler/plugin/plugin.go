@@ -10,8 +10,9 @@
 // point, as in kube-scheduler's own plugins: prefilter.go (the pod's peers and conflicts, and the AddPod/RemovePod
 // extensions that let default preemption see regosched's rules),
 // filter.go, score.go (the soft rules), reserve.go (the placement
-// cache learns a pod's node before its binding is seen) and shadow.go (a
-// second policy judged beside the active one, never enforced).
+// cache learns a pod's node before its binding is seen), preemption.go
+// (PostFilter's default preemption, which never evicts a protected pod) and
+// shadow.go (a second policy judged beside the active one, never enforced).
 package plugin
 
 import (
@@ -27,11 +28,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/utils/clock"
 
 	"github.com/regosched/regosched/internal/core/bundles"
 	"github.com/regosched/regosched/internal/core/judge"
@@ -66,6 +70,9 @@ type Regosched struct {
 	// closeLog flushes and closes decisionLog, once, whoever asks first:
 	// the framework's Close or the end of the plugin's context.
 	closeLog func() error
+	// preemption is PostFilter's default preemption (preemption.go); nil
+	// without a framework handle (tests).
+	preemption *preemption
 }
 
 // Policies gives the policy to judge with (implemented by bundles.Active).
@@ -74,6 +81,7 @@ type Policies interface {
 }
 
 var (
+	_ fwk.PreEnqueuePlugin  = (*Regosched)(nil)
 	_ fwk.PreFilterPlugin   = (*Regosched)(nil)
 	_ fwk.FilterPlugin      = (*Regosched)(nil)
 	_ fwk.PostFilterPlugin  = (*Regosched)(nil)
@@ -113,6 +121,7 @@ func Factory(defaultPolicy fs.FS, reg prometheus.Registerer) func(context.Contex
 		}
 		cfg.Client, cfg.Snapshot, cfg.Informers, cfg.Registerer = h.ClientSet(), h.SnapshotSharedLister(), h.SharedInformerFactory(), reg
 		cfg.Recorder = h.EventRecorder()
+		cfg.Handle, cfg.Features = h, feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
 		return New(ctx, cfg)
 	}
 }
@@ -146,6 +155,13 @@ type Config struct {
 	// Registerer and Log are New's.
 	DecisionLog decisionlog.Config
 	Log         logrus.FieldLogger
+	// Handle, if set, is the framework's: PostFilter then runs default
+	// preemption, with Features (the scheduler's feature gates), never
+	// evicting a pod the policy protects. Nil: PostFilter preempts nothing.
+	Handle   fwk.Handle
+	Features feature.Features
+	// Clock, if set, replaces the placement cache's (tests of expiry).
+	Clock clock.WithTicker
 }
 
 // New builds the plugin: it opens the policy source, the placement cache,
@@ -199,6 +215,11 @@ func New(ctx context.Context, cfg Config) (pl *Regosched, err error) {
 		log.WithFields(logrus.Fields{"pods": c.PodCount(), "nodes": c.NodeCount()}).Info("placement cache synced")
 	}
 	pl = &Regosched{judge: j, policies: parts.Active, cache: c, snapshot: cfg.Snapshot, log: log, syncTimeout: cfg.SyncTimeout}
+	if cfg.Handle != nil {
+		if pl.preemption, err = newPreemption(ctx, cfg.Handle, cfg.Features, parts.Active, log.WithField("component", "preemption")); err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
+		}
+	}
 	if b := parts.Shadow; b != nil { // not a typed nil in the interface
 		pl.shadow = b.Shadow
 		log.WithFields(logrus.Fields{"source": b.Source.Description(), "policyRevision": b.Source.First().Revision()}).
@@ -254,9 +275,13 @@ func (pl *Regosched) Close() error {
 // cfg has them: the cluster's pods and nodes are then listed and watched
 // once, by the scheduler, which starts them after every plugin is built.
 func newCache(cfg Config, describe placement.KeyFunc, log logrus.FieldLogger) (*placement.Cache, error) {
-	if cfg.Informers != nil {
-		return placement.NewFromInformers(cfg.Informers.Core().V1().Pods().Informer(), cfg.Informers.Core().V1().Nodes().Informer(), describe, log,
-			placement.WithStatefulSets(cfg.Informers.Apps().V1().StatefulSets().Informer()))
+	var opts []placement.Option
+	if cfg.Clock != nil {
+		opts = append(opts, placement.WithClock(cfg.Clock))
 	}
-	return placement.New(cfg.Client, describe, log)
+	if cfg.Informers != nil {
+		opts = append(opts, placement.WithStatefulSets(cfg.Informers.Apps().V1().StatefulSets().Informer()))
+		return placement.NewFromInformers(cfg.Informers.Core().V1().Pods().Informer(), cfg.Informers.Core().V1().Nodes().Informer(), describe, log, opts...)
+	}
+	return placement.New(cfg.Client, describe, log, opts...)
 }

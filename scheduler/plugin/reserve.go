@@ -8,8 +8,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/regosched/regosched/internal/core/placement"
 	"github.com/regosched/regosched/internal/core/policy"
 )
+
+// assumeTTL is how long Reserve's record outlives a binding the informer
+// never reports: the extender's default --inflight-ttl.
+const assumeTTL = placement.DefaultInFlightTTL
 
 // Reserve records the pod on its node in the placement cache at once, as
 // the scheduler's own cache assumes it: the next pod's PreFilter, which may
@@ -60,4 +65,22 @@ func (pl *Regosched) Unreserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod
 	}
 	pl.cache.Unassume(s.assumed)
 	s.assumed = nil
+}
+
+// PostBind starts assumeTTL on Reserve's record once the binding is made,
+// as the extender's bind does for a binding it cannot confirm: a report the
+// informer never delivers must not leave a phantom peer forever, and a
+// binding still on its way (a Permit wait, a throttled API call) must not
+// lose its record. It also gives the decision log's bind event.
+func (pl *Regosched) PostBind(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) {
+	s, err := getState(cs)
+	if err != nil {
+		return
+	}
+	if s.assumed != nil {
+		pl.cache.ExpireAssumed(s.assumed, assumeTTL)
+	}
+	if pl.decisionLog != nil {
+		pl.logBind(s.log, pod, nodeName, nil)
+	}
 }

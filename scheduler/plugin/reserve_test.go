@@ -3,9 +3,11 @@ package plugin
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/regosched/regosched/test/fixture"
 )
@@ -43,5 +45,61 @@ func TestReserveAndUnreserve(t *testing.T) {
 	want = map[string]string{"n1": unsched, "n2": unresolvable, "n3": ok}
 	if diff := cmp.Diff(want, f.filter(t, nextCS, next)); diff != "" {
 		t.Errorf("after Unreserve, Filter (-want +got):\n%s", diff)
+	}
+}
+
+// Reserve's record outlives a binding the informer never reports by
+// assumeTTL from PostBind, and no less: a binding still on its way keeps it.
+// The API server here has the pod, never bound.
+func TestAssumedPodExpiresAfterItsBinding(t *testing.T) {
+	tests := []struct {
+		name     string
+		postBind bool
+		step     time.Duration
+		want     string // Filter of the next master on n3
+	}{
+		{name: "bound, never reported, the TTL passed: taken back", postBind: true, step: assumeTTL, want: ok},
+		{name: "bound, never reported, before the TTL: kept", postBind: true, step: assumeTTL - time.Millisecond, want: unresolvable},
+		{name: "binding still on its way: kept", step: 10 * assumeTTL, want: unresolvable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(time.Now())
+			f := newHarnessWith(t, options{unprotected: true, clock: clk})
+			ctx := context.Background()
+			first := fixture.MakePod().Namespace(ns).Name("cache-2-master").Redis("cache", "master", "2").Priority(500).Obj()
+			next := fixture.MakePod().Namespace(ns).Name("cache-3-master").Redis("cache", "master", "3").Priority(500).Obj()
+			cs, _ := f.preFilter(t, first)
+			if st := f.pl.Reserve(ctx, cs, first, "n3"); !st.IsSuccess() {
+				t.Fatalf("Reserve = %v", st)
+			}
+			// Pending in the API server, as the binding never seen leaves it
+			// (a peer missing there would be dropped as deleted).
+			if _, err := f.client.CoreV1().Pods(ns).Create(ctx, first, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			f.sync(t)
+			if tt.postBind {
+				f.pl.PostBind(ctx, cs, first, "n3")
+			}
+			clk.Step(tt.step)
+			onN3 := func() string {
+				nextCS, _ := f.preFilter(t, next)
+				return f.filter(t, nextCS, next)["n3"]
+			}
+			// The expiry runs on a goroutine of its own once the timer
+			// fires: wait for it, or give a wrong one time to run.
+			got := onN3()
+			for deadline := time.Now().Add(5 * time.Second); tt.want == ok && got != ok && time.Now().Before(deadline); got = onN3() {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if tt.want != ok {
+				time.Sleep(100 * time.Millisecond)
+				got = onN3()
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Filter of %s on n3 after %s (-want +got):\n%s", next.Name, tt.step, diff)
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/regosched/regosched/internal/core/judge"
+	"github.com/regosched/regosched/internal/core/policy"
 	"github.com/regosched/regosched/internal/ops/shadow"
 )
 
@@ -27,10 +28,10 @@ import (
 // it only for nodes every filter before it passed; a preemption dry run's
 // clones note nothing), and the request is offered once the filtering is
 // over, at the first extension point after it: PreScore (two or more
-// feasible nodes), Reserve (one) or PostFilter (none; regosched's
-// PostFilter runs after default preemption's and changes nothing). A cycle
-// that ends before (preemption nominating a node, a Reserve plugin before
-// regosched's failing) offers nothing.
+// feasible nodes), Reserve (one) or PostFilter (none, once the default
+// preemption it wraps found no victims). A cycle that ends before
+// (preemption nominating a node, a Reserve plugin before regosched's
+// failing) offers nothing.
 
 // shadowCandidates collects one cycle's candidates for the shadow.
 type shadowCandidates struct {
@@ -96,12 +97,29 @@ func (pl *Regosched) offerShadow(cs fwk.CycleState) {
 	}
 }
 
-// PostFilter offers the shadow the cycle in which no node fit, and
-// changes nothing: Unschedulable lets the scheduler go on as without it.
-func (pl *Regosched) PostFilter(_ context.Context, cs fwk.CycleState, _ *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+// PostFilter runs default preemption, which never evicts a pod the policy
+// protects (preemption.go), and, when it nominates no node, offers the
+// shadow the cycle in which no node fit.
+func (pl *Regosched) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	var res *fwk.PostFilterResult
+	st := fwk.NewStatus(fwk.Unschedulable)
+	if pl.preemption != nil {
+		// A nomination or an error ends the cycle here, as the stock plugin's would.
+		if res, st = pl.preemption.postFilter(ctx, cs, pod, m, pl.cyclePolicy(cs)); !st.IsRejected() {
+			return res, st
+		}
+	}
 	pl.offerShadow(cs)
 	if pl.decisionLog != nil {
 		pl.logFilter(cycleLogOf(cs), nil)
 	}
-	return nil, fwk.NewStatus(fwk.Unschedulable)
+	return res, st
+}
+
+// cyclePolicy is the policy the cycle started with, or the active one.
+func (pl *Regosched) cyclePolicy(cs fwk.CycleState) *policy.Policy {
+	if s, err := getState(cs); err == nil && s.subject != nil && s.subject.Policy != nil {
+		return s.subject.Policy
+	}
+	return pl.policies.Load()
 }

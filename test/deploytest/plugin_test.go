@@ -31,6 +31,9 @@ type schedulerConfiguration struct {
 					Name   string `json:"name"`
 					Weight int    `json:"weight"`
 				} `json:"enabled"`
+				Disabled []struct {
+					Name string `json:"name"`
+				} `json:"disabled"`
 			} `json:"multiPoint"`
 		} `json:"plugins"`
 		PluginConfig []struct {
@@ -261,6 +264,11 @@ func TestChartPluginMode(t *testing.T) {
 			}
 			if e := p.Plugins.MultiPoint.Enabled; len(e) != 1 || e[0].Name != "Regosched" || e[0].Weight != tt.weight {
 				t.Errorf("multiPoint.enabled %+v, want Regosched alone, weight %d", e, tt.weight)
+			}
+			// Regosched's PostFilter runs default preemption, which never
+			// evicts a protected pod; the stock one would.
+			if d := p.Plugins.MultiPoint.Disabled; len(d) != 1 || d[0].Name != "DefaultPreemption" {
+				t.Errorf("multiPoint.disabled %+v, want DefaultPreemption alone", d)
 			}
 			var extCfg schedulerConfiguration
 			if err := yaml.Unmarshal(schedulerConfig(t, ext), &extCfg); err != nil {

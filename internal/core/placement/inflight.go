@@ -179,6 +179,11 @@ func (c *Cache) Unassume(pod *model.Pod) {
 	}
 }
 
+// DefaultInFlightTTL is how long an assumed pod whose binding is not seen
+// yet is kept by default (serve's --inflight-ttl, the plugin's PostBind):
+// about what a binding takes to reach the informer.
+const DefaultInFlightTTL = 2 * time.Second
+
 // ExpireAssumed takes back pod (the very pointer given to Assume) after
 // ttl, unless the informer has replaced it by then: for a binding whose
 // outcome is unknown, kept meanwhile because it may have gone through.

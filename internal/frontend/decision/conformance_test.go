@@ -95,3 +95,42 @@ func conformanceDecider(t *testing.T, pol *policy.Policy, tc judgetest.Case, rec
 	}
 	return d
 }
+
+// TestConformancePreemption runs the front ends' preemption table through
+// the extender's preempt verb, handed the victims kube-scheduler's own dry
+// run picks; scheduler/plugin runs it through the plugin's PostFilter.
+func TestConformancePreemption(t *testing.T) {
+	pol := defaultPolicy(t)
+	for _, tc := range judgetest.PreemptionCases() {
+		t.Run(tc.Name, func(t *testing.T) {
+			d := conformanceDecider(t, pol, judgetest.Case{Nodes: tc.Nodes, Bound: tc.Bound, Pending: tc.Pending}, events.NewFakeRecorder(10))
+			pending := tc.Pending.DeepCopy()
+			pending.Spec.SchedulerName = testScheduler
+			uids := map[string]string{} // pod name by UID
+			for _, p := range tc.Bound {
+				uids[string(p.UID)] = p.Name
+			}
+			args := &extenderv1.ExtenderPreemptionArgs{Pod: pending, NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{}}
+			for node, names := range tc.Candidates {
+				mv := &extenderv1.MetaVictims{}
+				for _, p := range tc.Bound {
+					if slices.Contains(names, p.Name) {
+						mv.Pods = append(mv.Pods, &extenderv1.MetaPod{UID: string(p.UID)})
+					}
+				}
+				args.NodeNameToMetaVictims[node] = mv
+			}
+			res, err := d.Preempt(context.Background(), args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for node, mv := range res.NodeNameToMetaVictims {
+				for _, p := range mv.Pods {
+					if name := uids[p.UID]; slices.Contains(tc.Spared, name) {
+						t.Errorf("%s kept as a victim on %s; the policy protects it", name, node)
+					}
+				}
+			}
+		})
+	}
+}

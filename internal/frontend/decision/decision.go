@@ -24,6 +24,7 @@ import (
 
 	"github.com/regosched/regosched/internal/core/judge"
 	"github.com/regosched/regosched/internal/core/model"
+	"github.com/regosched/regosched/internal/core/placement"
 	"github.com/regosched/regosched/internal/core/policy"
 	"github.com/regosched/regosched/internal/ops/decisionlog"
 	"github.com/regosched/regosched/internal/ops/shadow"
@@ -55,7 +56,7 @@ type Placements interface {
 // Options tune the Decider.
 type Options struct {
 	// InFlightTTL bounds how long a pod that passed filter holds its peers
-	// back while its binding is not seen. Default 2s.
+	// back while its binding is not seen. Default placement.DefaultInFlightTTL.
 	InFlightTTL time.Duration
 	// MaxWait bounds how long a filter call waits for in-flight peers; keep
 	// it well under the scheduler's httpTimeout (5s by default). Zero turns
@@ -187,7 +188,7 @@ type Decider struct {
 // New returns a Decider whose metrics are registered on reg.
 func New(placements Placements, policies Policies, log logrus.FieldLogger, reg prometheus.Registerer, opts Options) (*Decider, error) {
 	if opts.InFlightTTL <= 0 {
-		opts.InFlightTTL = 2 * time.Second
+		opts.InFlightTTL = placement.DefaultInFlightTTL
 	}
 	if opts.MaxWait > opts.InFlightTTL {
 		// Waiting longer than a reservation lives is pointless.

@@ -271,11 +271,16 @@ profiles:
       multiPoint:
         enabled:
           # regosched's rules at PreFilter/Filter (hard rules, seen by
-          # default preemption's dry run), Score (soft rules) and Reserve.
-          # The weight applies to Score: the soft rules' share of the node
-          # ranking, as the extender's weight.
+          # default preemption's dry run), Score (soft rules) and Reserve,
+          # and default preemption at PostFilter, never evicting a pod the
+          # policy protects. The weight applies to Score: the soft rules'
+          # share of the node ranking, as the extender's weight.
           - name: Regosched
             weight: {{ int .Values.plugin.weight }}
+        disabled:
+          # The stock one would evict protected pods: Regosched's PostFilter
+          # runs default preemption in its place.
+          - name: DefaultPreemption
     pluginConfig:
       - name: Regosched
         # regosched serve's flags of the same names; an unknown arg stops
