@@ -115,8 +115,14 @@ func TestRepairAfterFailover(t *testing.T) {
 			out, code := runBinary(t, ctx, "audit", "--kubeconfig", stack.Cluster().KubeconfigPath())
 			t.Errorf("regosched audit exited %d, want 0:\n%s", code, out)
 		}
-		repaired := metricValue(t, ctx, r.BaseURL, `regosched_repairs_total{action="failover",outcome="repaired"}`)
-		started := metricValue(t, ctx, r.BaseURL, `regosched_repairs_total{action="failover",outcome="started"}`)
+		// The repairer tells a repair's end at its next audit pass (2 s),
+		// which may come after the CLI's.
+		var repaired, started float64
+		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, roleWait, true, func(ctx context.Context) (bool, error) {
+			repaired = metricValue(t, ctx, r.BaseURL, `regosched_repairs_total{action="failover",outcome="repaired"}`)
+			started = metricValue(t, ctx, r.BaseURL, `regosched_repairs_total{action="failover",outcome="started"}`)
+			return repaired == repairRuns+1, nil
+		})
 		if repaired != repairRuns+1 || started != repairRuns+1 {
 			t.Errorf("regosched_repairs_total failover started %v, repaired %v; want %d each", started, repaired, repairRuns+1)
 		}

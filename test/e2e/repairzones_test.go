@@ -102,23 +102,33 @@ func TestRepairQuorumPerZoneAfterFailover(t *testing.T) {
 	t.Run("every key reads back", func(t *testing.T) { readKeys(t, ctx, keys) })
 
 	t.Run("a graceful failover, told", func(t *testing.T) {
-		if got := metricValue(t, ctx, r.BaseURL, `regosched_repairs_total{action="failover",outcome="repaired"}`); got != 1 {
+		// The repairer tells a repair's end at its next audit pass (2 s),
+		// which may come after Redis settled.
+		var got float64
+		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, roleWait, true, func(ctx context.Context) (bool, error) {
+			got = metricValue(t, ctx, r.BaseURL, `regosched_repairs_total{action="failover",outcome="repaired"}`)
+			return got == 1, nil
+		})
+		if got != 1 {
 			t.Errorf(`regosched_repairs_total{action="failover",outcome="repaired"} = %v, want 1`, got)
 		}
 		// The test's failover and the repair's, none twice.
 		if got := failoverCalls(t, ctx, cluster); got != 2 {
 			t.Errorf("Redis served %d CLUSTER FAILOVER commands, want 2 (the test's and the repair's)", got)
 		}
-		list, err := stack.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		// Events are sent in the background: wait for it.
 		var repaired []string
-		for _, e := range list.Items {
-			if e.Reason == "Repaired" {
+		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, roleWait, true, func(ctx context.Context) (bool, error) {
+			list, err := stack.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Repaired"})
+			if err != nil {
+				return false, nil
+			}
+			repaired = repaired[:0]
+			for _, e := range list.Items {
 				repaired = append(repaired, fmt.Sprintf("%s: %s", e.InvolvedObject.Name, e.Message))
 			}
-		}
+			return len(repaired) > 0, nil
+		})
 		if len(repaired) == 0 {
 			t.Errorf("no Repaired event in %s", ns)
 		}
