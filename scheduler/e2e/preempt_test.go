@@ -150,6 +150,30 @@ func waitBound(t *testing.T, client kubernetes.Interface, pod *corev1.Pod) strin
 	return node
 }
 
+// waitPreempted waits until pod is bound, removing the pods its preemption
+// marked for deletion as kubelets would, and returns its node and those
+// victims.
+func waitPreempted(t *testing.T, client kubernetes.Interface, pod *corev1.Pod) (node string, victims []string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, waitLimit, true, func(ctx context.Context) (bool, error) {
+		gone, err := ls.RemoveTerminating(ctx, client, ns)
+		if err != nil {
+			return false, err
+		}
+		victims = append(victims, gone...)
+		got, err := client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		node = got.Spec.NodeName
+		return node != "", nil
+	})
+	if err != nil {
+		t.Fatalf("%s not bound (victims %v): %v (last FailedScheduling: %s)", pod.Name, victims, err, failedScheduling(t, client, pod))
+	}
+	return node, slices.Compact(victims)
+}
+
 // failedScheduling is the message of pod's newest FailedScheduling event,
 // or "" when there is none.
 func failedScheduling(t *testing.T, client kubernetes.Interface, pod *corev1.Pod) string {
@@ -247,25 +271,7 @@ func TestPreemptionOfAConflictingPeer(t *testing.T) {
 	t.Run("a higher-priority data pod preempts the data pod on its node", func(t *testing.T) {
 		p := create(t, client, fixture.MakePod().Namespace(ns).Name(fmt.Sprintf("logs-data-%d", nodes+1)).Elasticsearch("logs", "data").
 			Schedulable().PriorityClassName(prioHigh).Obj())
-		var victims []string
-		var node string
-		err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, waitLimit, true, func(ctx context.Context) (bool, error) {
-			gone, err := ls.RemoveTerminating(ctx, client, ns)
-			if err != nil {
-				return false, err
-			}
-			victims = append(victims, gone...)
-			got, err := client.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			node = got.Spec.NodeName
-			return node != "", nil
-		})
-		if err != nil {
-			t.Fatalf("%s not bound (victims %v): %v (last FailedScheduling: %s)", p.Name, victims, err, failedScheduling(t, client, p))
-		}
-		victims = slices.Compact(victims)
+		node, victims := waitPreempted(t, client, p)
 		if len(victims) != 1 || !strings.HasPrefix(victims[0], "logs-data-") {
 			t.Fatalf("victims %v, want one data pod", victims)
 		}
@@ -313,23 +319,8 @@ func TestPreemptionNeverEvictsAProtectedMaster(t *testing.T) {
 		master := half(fixture.MakePod().Name("sessions-0-master").Redis("sessions", "master", "0").PriorityClassName(prioLow), node)
 		fill(node, master, half(fixture.MakePod().Name("web-0").Label("app", "web").PriorityClassName(prioMid), node))
 		p := create(t, client, half(fixture.MakePod().Name("batch-0").Label("app", "batch").PriorityClassName(prioHigh), node))
-		var victims []string
-		err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, waitLimit, true, func(ctx context.Context) (bool, error) {
-			gone, err := ls.RemoveTerminating(ctx, client, ns)
-			if err != nil {
-				return false, err
-			}
-			victims = append(victims, gone...)
-			got, err := client.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			return got.Spec.NodeName != "", nil
-		})
-		if err != nil {
-			t.Fatalf("%s not bound (victims %v): %v (last FailedScheduling: %s)", p.Name, victims, err, failedScheduling(t, client, p))
-		}
-		if victims = slices.Compact(victims); !slices.Equal(victims, []string{"web-0"}) {
+		_, victims := waitPreempted(t, client, p)
+		if !slices.Equal(victims, []string{"web-0"}) {
 			t.Errorf("victims %v, want web-0 alone", victims)
 		}
 		got, err := client.CoreV1().Pods(ns).Get(t.Context(), master.Name, metav1.GetOptions{})

@@ -11,7 +11,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/regosched/regosched"
 	"github.com/regosched/regosched/internal/core/bundles"
+	"github.com/regosched/regosched/internal/core/policy/policytest"
 	"github.com/regosched/regosched/test/fixture"
 )
 
@@ -139,42 +139,11 @@ func (h *preemptionHarness) preempt(t *testing.T, pending *corev1.Pod) preempted
 	return got
 }
 
-// cpuNode is a node of the harness's zone-a with cpu whole CPUs.
-func cpuNode(name string, cpu string) *corev1.Node {
-	n := fixture.MakeNode().Name(name).Hostname().Zone("zone-a").Obj()
-	n.Status.Allocatable = corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse(cpu),
-		corev1.ResourceMemory: resource.MustParse("8Gi"),
-		corev1.ResourcePods:   resource.MustParse("110"),
-	}
-	n.Status.Capacity = n.Status.Allocatable.DeepCopy()
-	return n
-}
-
-// withCPU is p with one container that requests cpu.
-func withCPU(p *fixture.PodWrapper, cpu string) *corev1.Pod {
-	return p.Container(corev1.Container{Name: "main", Resources: corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)},
-	}}).Obj()
-}
-
 // undecidedPolicy is the default policy, but asking whether a pod labelled
 // undecided=yes is protected fails (an answer that is no boolean).
 func undecidedPolicy(t *testing.T) fstest.MapFS {
 	t.Helper()
-	src := regosched.DefaultPolicy()
-	mfs := fstest.MapFS{}
-	err := fs.WalkDir(src, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		raw, err := fs.ReadFile(src, p)
-		mfs[p] = &fstest.MapFile{Data: raw}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mfs := policytest.DefaultFS(t)
 	mfs["regosched/undecided.rego"] = &fstest.MapFile{Data: []byte(`package regosched.preemption
 
 protected := "perhaps" if input.pod.labels.undecided == "yes"

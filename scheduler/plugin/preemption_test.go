@@ -17,6 +17,7 @@ import (
 	kpreemption "k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
 	"github.com/regosched/regosched/internal/core/bundles"
+	"github.com/regosched/regosched/internal/core/judge/judgetest"
 	"github.com/regosched/regosched/internal/core/policy"
 	"github.com/regosched/regosched/internal/core/policy/policytest"
 	"github.com/regosched/regosched/test/fixture"
@@ -112,7 +113,7 @@ func TestPreemptionNeverEvictsAProtectedPod(t *testing.T) {
 	web := func(priority int32) *fixture.PodWrapper {
 		return fixture.MakePod().Namespace(ns).Name("web").Label("app", "web").Priority(priority).Node("n1")
 	}
-	pending := withCPU(fixture.MakePod().Namespace(ns).Name("batch").Label("app", "batch").Priority(1000), "1")
+	pending := judgetest.WithCPU(fixture.MakePod().Namespace(ns).Name("batch").Label("app", "batch").Priority(1000), "1")
 	const protects = "regosched protects the pods preemption would have to evict (shop/cache-0-master on node n1) and never evicts a protected pod"
 
 	tests := []struct {
@@ -125,37 +126,37 @@ func TestPreemptionNeverEvictsAProtectedPod(t *testing.T) {
 	}{
 		{
 			name:  "an unprotected pod makes room, the master stays",
-			bound: []*corev1.Pod{withCPU(master(), "1"), withCPU(web(500), "1")},
+			bound: []*corev1.Pod{judgetest.WithCPU(master(), "1"), judgetest.WithCPU(web(500), "1")},
 			want:  preempted{nominated: "n1", code: fwk.Success, victims: []string{"web"}},
 		},
 		{
 			name:  "a replica is no protected pod",
-			bound: []*corev1.Pod{withCPU(replica(), "1"), withCPU(web(1000), "1")},
+			bound: []*corev1.Pod{judgetest.WithCPU(replica(), "1"), judgetest.WithCPU(web(1000), "1")},
 			want:  preempted{nominated: "n1", code: fwk.Success, victims: []string{"cache-1-replica"}},
 		},
 		{
 			name:   "only the master could make room: pending, and told why",
-			bound:  []*corev1.Pod{withCPU(master(), "1"), withCPU(web(1000), "1")},
+			bound:  []*corev1.Pod{judgetest.WithCPU(master(), "1"), judgetest.WithCPU(web(1000), "1")},
 			want:   preempted{code: fwk.Unschedulable},
 			reason: protects,
 		},
 		{
 			name:   "the master and another lower-priority pod together: pending",
-			bound:  []*corev1.Pod{withCPU(master(), "1500m"), withCPU(web(500), "500m")},
+			bound:  []*corev1.Pod{judgetest.WithCPU(master(), "1500m"), judgetest.WithCPU(web(500), "500m")},
 			want:   preempted{code: fwk.Unschedulable},
 			reason: "regosched protects the pods preemption would have to evict (shop/cache-0-master on node n1)",
 		},
 		{
 			name:  "evicting the master would not help either: no word of protection",
-			bound: []*corev1.Pod{withCPU(master(), "500m"), withCPU(web(1000), "1500m")},
+			bound: []*corev1.Pod{judgetest.WithCPU(master(), "500m"), judgetest.WithCPU(web(1000), "1500m")},
 			want:  preempted{code: fwk.Unschedulable},
 		},
 		{
 			name:   "a pod the policy cannot judge counts as protected",
 			policy: func(t *testing.T) fs.FS { return undecidedPolicy(t) },
 			bound: []*corev1.Pod{
-				withCPU(fixture.MakePod().Namespace(ns).Name("odd").Label("undecided", "yes").Priority(100).Node("n1"), "1"),
-				withCPU(web(1000), "1"),
+				judgetest.WithCPU(fixture.MakePod().Namespace(ns).Name("odd").Label("undecided", "yes").Priority(100).Node("n1"), "1"),
+				judgetest.WithCPU(web(1000), "1"),
 			},
 			want:   preempted{code: fwk.Unschedulable},
 			reason: "regosched protects the pods preemption would have to evict (shop/odd on node n1)",
@@ -167,7 +168,7 @@ func TestPreemptionNeverEvictsAProtectedPod(t *testing.T) {
 			if tt.policy != nil {
 				bundle = tt.policy(t)
 			}
-			h := newPreemptionHarness(t, bundle, []*corev1.Node{cpuNode("n1", "2")}, tt.bound, pending)
+			h := newPreemptionHarness(t, bundle, []*corev1.Node{judgetest.CPUNode("n1", "2")}, tt.bound, pending)
 			got := h.preempt(t, pending)
 			msg := got.message
 			got.message = ""

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/regosched/regosched/test/fixture"
@@ -24,16 +26,7 @@ func TestReserveAndUnreserve(t *testing.T) {
 	first := fixture.MakePod().Namespace(ns).Name("cache-2-master").Redis("cache", "master", "2").Priority(500).Obj()
 	next := fixture.MakePod().Namespace(ns).Name("cache-3-master").Redis("cache", "master", "3").Priority(500).Obj()
 
-	cs, _ := f.preFilter(t, first)
-	if st := f.pl.Reserve(ctx, cs, first, "n3"); !st.IsSuccess() {
-		t.Fatalf("Reserve = %v", st)
-	}
-	// Reserved, the pod is not bound yet, and not in the snapshot of this
-	// test; the API server has it, pending.
-	if _, err := f.client.CoreV1().Pods(ns).Create(ctx, first, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	f.sync(t)
+	cs := f.reservePending(t, first, "n3")
 	nextCS, _ := f.preFilter(t, next)
 	want := map[string]string{"n1": unsched, "n2": unresolvable, "n3": unresolvable}
 	if diff := cmp.Diff(want, f.filter(t, nextCS, next)); diff != "" {
@@ -69,16 +62,7 @@ func TestAssumedPodExpiresAfterItsBinding(t *testing.T) {
 			ctx := context.Background()
 			first := fixture.MakePod().Namespace(ns).Name("cache-2-master").Redis("cache", "master", "2").Priority(500).Obj()
 			next := fixture.MakePod().Namespace(ns).Name("cache-3-master").Redis("cache", "master", "3").Priority(500).Obj()
-			cs, _ := f.preFilter(t, first)
-			if st := f.pl.Reserve(ctx, cs, first, "n3"); !st.IsSuccess() {
-				t.Fatalf("Reserve = %v", st)
-			}
-			// Pending in the API server, as the binding never seen leaves it
-			// (a peer missing there would be dropped as deleted).
-			if _, err := f.client.CoreV1().Pods(ns).Create(ctx, first, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			f.sync(t)
+			cs := f.reservePending(t, first, "n3")
 			if tt.postBind {
 				f.pl.PostBind(ctx, cs, first, "n3")
 			}
@@ -102,4 +86,21 @@ func TestAssumedPodExpiresAfterItsBinding(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reservePending reserves pod on node, then creates it in the API server,
+// pending, as a binding not seen yet leaves it (a peer missing there would
+// be dropped as deleted), and waits for the cache to see it; it returns
+// the pod's cycle state.
+func (f *harness) reservePending(t *testing.T, pod *corev1.Pod, node string) fwk.CycleState {
+	t.Helper()
+	cs, _ := f.preFilter(t, pod)
+	if st := f.pl.Reserve(context.Background(), cs, pod, node); !st.IsSuccess() {
+		t.Fatalf("Reserve = %v", st)
+	}
+	if _, err := f.client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.sync(t)
+	return cs
 }

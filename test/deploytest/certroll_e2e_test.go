@@ -4,8 +4,6 @@ package deploytest
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,11 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	"github.com/regosched/regosched/internal/ops/certroll"
-	"github.com/regosched/regosched/test/localcluster"
 )
 
 // On a real API server, the objects the chart renders for mutual TLS let
@@ -32,20 +27,15 @@ func TestCertRollAccessOnAPIServer(t *testing.T) {
 	root := repoRoot(t)
 	ctx, cancel := context.WithTimeout(t.Context(), toolTimeout)
 	defer cancel()
-	bins, err := localcluster.Build(ctx, localcluster.BuildOptions{RepoRoot: root})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := localcluster.Start(ctx, localcluster.Config{Binaries: bins})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := startCluster(t, ctx)
 
 	const ns, secretName, scheduler = "regosched-system", "regosched-scheduler-client-tls", "regosched-scheduler"
 	objs := chartObjects(t, root, Render{Set: []string{"tls.enabled=true", "replicas=2"}})
-	var stream strings.Builder
-	for _, key := range []string{
+	admin := c.Client()
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	applyObjects(t, ctx, c, objs, []string{
 		"ServiceAccount " + ns + "/regosched",
 		"ServiceAccount " + ns + "/" + scheduler,
 		"Role " + ns + "/regosched-cert-roll",
@@ -53,29 +43,7 @@ func TestCertRollAccessOnAPIServer(t *testing.T) {
 		"ValidatingAdmissionPolicy regosched-scheduler-patch",
 		"ValidatingAdmissionPolicyBinding regosched-scheduler-patch",
 		"Deployment " + ns + "/" + scheduler,
-	} {
-		o := find(objs, key)
-		if o == nil {
-			t.Fatalf("the chart renders no %s", key)
-		}
-		b, err := yaml.Marshal(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stream.WriteString("---\n")
-		stream.Write(b)
-	}
-	file := filepath.Join(t.TempDir(), "objects.yaml")
-	if err := os.WriteFile(file, []byte(stream.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	admin := c.Client()
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := c.Kubectl(ctx, "apply", "-f", file); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
+	}, nil)
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: ns},
 		Data:       map[string][]byte{"ca.crt": []byte("CA 1"), "tls.crt": []byte("client 1"), "tls.key": []byte("key 1")},
@@ -89,13 +57,7 @@ func TestCertRollAccessOnAPIServer(t *testing.T) {
 	}
 
 	// regosched's ServiceAccount, as its pod would be.
-	cfg := c.RESTConfig()
-	cfg.Impersonate.UserName = "system:serviceaccount:" + ns + ":regosched"
-	cfg.Impersonate.Groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
-	sa, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sa := impersonate(t, c, ns, "regosched")
 
 	// The policy takes effect a moment after it is created: wait for its
 	// refusal of another image.

@@ -116,16 +116,22 @@ func probeHealthz(url, caFile string) func(ctx context.Context) (bool, error) {
 				Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
 			}
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return false, fmt.Errorf("probing %s: %w", url, err)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return false, nil // not listening yet
-		}
-		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode == http.StatusOK, nil
+		return answersOK(ctx, hc, url)
 	}
+}
+
+// answersOK reports whether url answers a GET through hc with 200; a
+// server not listening yet is no error.
+func answersOK(ctx context.Context, hc *http.Client, url string) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false, fmt.Errorf("probing %s: %w", url, err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false, nil // not listening yet
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode == http.StatusOK, nil
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -206,17 +205,7 @@ func (c *Cluster) startKwok(ctx context.Context, octet int) (*Kwok, error) {
 	}
 	hc := &http.Client{Timeout: 2 * time.Second}
 	err = c.poll(ctx, p, "kwok health", func(ctx context.Context) (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+health+"/healthz", nil)
-		if err != nil {
-			return false, fmt.Errorf("probing kwok: %w", err)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return false, nil // not listening yet
-		}
-		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode == http.StatusOK, nil
+		return answersOK(ctx, hc, "http://"+health+"/healthz")
 	})
 	if err != nil {
 		p.Stop()

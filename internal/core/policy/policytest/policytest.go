@@ -39,6 +39,19 @@ func Variant(t testing.TB, edit func(data string) string) *policy.Policy {
 // data has moved on, and the variant would silently be the default.
 func VariantFS(t testing.TB, edit func(data string) string) fstest.MapFS {
 	t.Helper()
+	mfs := DefaultFS(t)
+	raw := string(mfs[DataFile].Data)
+	edited := edit(raw)
+	if edited == raw {
+		t.Fatalf("policytest: the edit left %s unchanged", DataFile)
+	}
+	mfs[DataFile] = &fstest.MapFile{Data: []byte(edited), Mode: 0o644}
+	return mfs
+}
+
+// DefaultFS is a copy of the default bundle's files, to add to or edit.
+func DefaultFS(t testing.TB) fstest.MapFS {
+	t.Helper()
 	src := regosched.DefaultPolicy()
 	mfs := fstest.MapFS{}
 	err := fs.WalkDir(src, ".", func(p string, d fs.DirEntry, err error) error {
@@ -48,13 +61,6 @@ func VariantFS(t testing.TB, edit func(data string) string) fstest.MapFS {
 		raw, err := fs.ReadFile(src, p)
 		if err != nil {
 			return err
-		}
-		if p == DataFile {
-			edited := edit(string(raw))
-			if edited == string(raw) {
-				t.Fatalf("policytest: the edit left %s unchanged", DataFile)
-			}
-			raw = []byte(edited)
 		}
 		mfs[p] = &fstest.MapFile{Data: raw, Mode: 0o644}
 		return nil
