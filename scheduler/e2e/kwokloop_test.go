@@ -106,14 +106,8 @@ func TestPluginKwokEvictionLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("KWOK EVICTION LOOP (plugin): %s", res)
-	if res.Evictions != 1 || res.Repaired != 1 {
-		t.Errorf("%d evictions, %d counted repaired; want 1 each", res.Evictions, res.Repaired)
-	}
-	if !res.Budgeted {
-		t.Error("the PodDisruptionBudget never listed the replica as disrupted: the eviction did not go through it")
-	}
-	if res.Landed != res.Nodes[1] || res.NewIP == res.OldIP {
-		t.Errorf("the recreated replica runs on %s at %s, want %s and another IP than %s", res.Landed, res.NewIP, res.Nodes[1], res.OldIP)
+	for _, p := range res.Problems() {
+		t.Error(p)
 	}
 	if want := "replica/slot-0 (remembered)"; res.BoundRole != want && res.BoundRole != "/ ()" {
 		t.Errorf("the recreated replica was bound with role labels %q, want none or %q", res.BoundRole, want)

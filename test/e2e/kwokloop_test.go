@@ -100,25 +100,11 @@ func TestKwokEvictionLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("KWOK EVICTION LOOP (extender): %s", res)
-	checkLoop(t, res)
+	for _, p := range res.Problems() {
+		t.Error(p)
+	}
 	got, err := stack.Client().CoreV1().Pods(ns).Get(ctx, bare.Name, metav1.GetOptions{})
 	if err != nil || got.UID != bare.UID || !equality.Semantic.DeepEqual(got.OwnerReferences, bare.OwnerReferences) || got.Status.Phase != corev1.PodPending {
 		t.Errorf("the bare pod %s: %v, owners %v, phase %s; want it as created, pending", bare.Name, err, got.OwnerReferences, got.Status.Phase)
-	}
-}
-
-// checkLoop fails the test unless the loop took one eviction through the
-// budget, counted repaired, and left the replica on the other node with
-// another IP.
-func checkLoop(t *testing.T, res ls.EvictionResult) {
-	t.Helper()
-	if res.Evictions != 1 || res.Repaired != 1 {
-		t.Errorf("%d evictions, %d counted repaired; want 1 each", res.Evictions, res.Repaired)
-	}
-	if !res.Budgeted {
-		t.Error("the PodDisruptionBudget never listed the replica as disrupted: the eviction did not go through it")
-	}
-	if res.Landed != res.Nodes[1] || res.NewIP == res.OldIP {
-		t.Errorf("the recreated replica runs on %s at %s, want %s and another IP than %s", res.Landed, res.NewIP, res.Nodes[1], res.OldIP)
 	}
 }

@@ -93,6 +93,23 @@ func (r EvictionResult) String() string {
 		ms(r.Evicted), ms(r.Bound), ms(r.Running), ms(r.Joined), ms(r.Relabelled), ms(r.Clean))
 }
 
+// Problems are what a whole loop must not show, in both builds: other than
+// one eviction through the budget, counted repaired, leaving the replica
+// on the other node with another IP.
+func (r EvictionResult) Problems() []string {
+	var out []string
+	if r.Evictions != 1 || r.Repaired != 1 {
+		out = append(out, fmt.Sprintf("%d evictions, %d counted repaired; want 1 each", r.Evictions, r.Repaired))
+	}
+	if !r.Budgeted {
+		out = append(out, "the PodDisruptionBudget never listed the replica as disrupted: the eviction did not go through it")
+	}
+	if r.Landed != r.Nodes[1] || r.NewIP == r.OldIP {
+		out = append(out, fmt.Sprintf("the recreated replica runs on %s at %s, want %s and another IP than %s", r.Landed, r.NewIP, r.Nodes[1], r.OldIP))
+	}
+	return out
+}
+
 // RunEvictionLoop runs the whole eviction loop on two kwok nodes: a
 // StatefulSet's Redis master and its own replica (real redis-servers on
 // the pods' IPs, PodRedis) stand on one node, placed there by the set's
