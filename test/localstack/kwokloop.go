@@ -289,13 +289,12 @@ func (l EvictionLoop) loopDone(ctx context.Context, w *loopWatch, pr *PodRedis, 
 	if err != nil {
 		return err.Error(), nil
 	}
-	// redis-roles writes only a change: a live role equal to the one it
-	// remembered leaves the labels, and the source annotation, as they are.
-	// Its CLUSTER NODES on the new server after the join shows it read the
-	// live role, which labels that differ from would have been rewritten.
+	// A live role equal to the remembered one leaves the labels as they
+	// are and sets the source annotation to redis; the CLUSTER NODES on the
+	// new server after the join shows that the read was of that server.
 	res.ReplicaRole = roles[sc.Replica]
-	if !strings.HasPrefix(roles[sc.Master], "master/slot-0 ") || !strings.HasPrefix(res.ReplicaRole, "replica/slot-0 ") {
-		return fmt.Sprintf("role labels master/slot-0 and replica/slot-0, have %v", roles), nil
+	if !strings.HasPrefix(roles[sc.Master], "master/slot-0 ") || res.ReplicaRole != "replica/slot-0 (redis)" {
+		return fmt.Sprintf("role labels master/slot-0 and replica/slot-0 (redis), have %v", roles), nil
 	}
 	if !pr.AskedSinceJoin(ctx, lastUID) {
 		return "redis-roles to read the recreated replica's role from its Redis", nil
